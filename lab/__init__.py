@@ -1,0 +1,59 @@
+"""Graph Lab: build, step through, rewind and approve pydantic-graph v2 workflows in Jupyter.
+
+Every checkpoint and event of a run is kept in DuckDB, so a run survives a kernel restart
+and its history can be queried with SQL.
+"""
+
+from .errors import (
+    CheckpointError,
+    GraphDefinitionError,
+    LabError,
+    RevisionMismatchError,
+    RunNotFoundError,
+    RunStateError,
+    StateContractError,
+    StoreError,
+    StoreLockedError,
+    StoreQueryError,
+    StoreSchemaError,
+    UndeclaredTransitionError,
+    UnsupportedTopologyError,
+)
+from .graph import BuiltGraph, LabGraph
+from .lab import DEFAULT_PATH, Lab, current_lab
+from .manifest import Manifest, Station
+from .records import CheckpointRecord, EventRecord, PendingStation, RunRecord, Status
+from .run import Run, StepResult
+
+__all__ = (
+    # the lab and its parts
+    "Lab",
+    "LabGraph",
+    "BuiltGraph",
+    "Run",
+    "StepResult",
+    "current_lab",
+    "DEFAULT_PATH",
+    # records
+    "Manifest",
+    "Station",
+    "RunRecord",
+    "CheckpointRecord",
+    "EventRecord",
+    "PendingStation",
+    "Status",
+    # errors
+    "LabError",
+    "GraphDefinitionError",
+    "UnsupportedTopologyError",
+    "StateContractError",
+    "RevisionMismatchError",
+    "UndeclaredTransitionError",
+    "CheckpointError",
+    "RunStateError",
+    "RunNotFoundError",
+    "StoreError",
+    "StoreLockedError",
+    "StoreSchemaError",
+    "StoreQueryError",
+)

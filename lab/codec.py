@@ -1,0 +1,262 @@
+"""The snapshot codec: state, node fields and output to JSON and back, validated.
+
+pydantic-graph v2 has no persistence API, so the lab owns this codec (seed 001 "Checkpoint
+Ownership"). Encoding uses pydantic `TypeAdapter`s of the declared types; decoding resolves
+node ids only from the pinned graph's declared classes and checks constructor fields before
+writing and after reading, so a checkpoint can never silently gain or lose a field. Nothing
+is ever pickled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+from collections.abc import Mapping
+from functools import cached_property
+from typing import Any, get_type_hints
+
+from pydantic import TypeAdapter, ValidationError
+from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
+
+from .errors import CheckpointError, StateContractError
+from .records import PendingStation
+
+__all__ = ("SnapshotCodec", "NodeCodec", "node_init_fields")
+
+_RESERVED_FIELDS = frozenset({"node_id"})
+
+
+def node_init_fields(cls: type) -> dict[str, Any]:
+    """The constructor fields of a node class with their resolved types.
+
+    A node is a dataclass (its fields are its continuation data) or takes no arguments.
+    """
+    if dataclasses.is_dataclass(cls):
+        try:
+            hints = get_type_hints(cls)
+        except Exception as exc:  # NameError and friends from forward references
+            raise StateContractError(
+                f"node {cls.__name__}: cannot resolve the type of its fields ({exc}); "
+                "make every field annotation importable from the module that defines the node"
+            ) from exc
+        return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(cls) if f.init}
+    params = [
+        p for p in inspect.signature(cls).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    if params:
+        raise StateContractError(
+            f"node {cls.__name__} takes constructor arguments but is not a dataclass; "
+            "decorate it with @dataclass so its fields can be checkpointed"
+        )
+    return {}
+
+
+class NodeCodec:
+    """Encodes one node class's constructor fields as JSON and rebuilds the node from them."""
+
+    def __init__(self, node_id: str, cls: type):
+        self.node_id = node_id
+        self.cls = cls
+        self.fields = node_init_fields(cls)
+        clash = _RESERVED_FIELDS & set(self.fields)
+        if clash:
+            raise StateContractError(
+                f"node {node_id} declares a field named {sorted(clash)[0]!r}, which belongs to the "
+                "checkpoint envelope (seed 001); rename the field"
+            )
+        self._adapters: dict[str, TypeAdapter[Any]] = {}
+        for name, tp in self.fields.items():
+            try:
+                self._adapters[name] = TypeAdapter(tp)
+            except (PydanticSchemaGenerationError, PydanticUserError) as exc:
+                raise StateContractError(
+                    f"node {node_id} field {name!r} has type {_type_name(tp)}, which does not round-trip "
+                    "through JSON; keep live objects (clients, files, sessions) in deps and pass plain data "
+                    "between nodes"
+                ) from exc
+
+    def encode(self, node: Any) -> PendingStation:
+        if type(node) is not self.cls:
+            raise StateContractError(
+                f"expected a {self.node_id} node of the graph as declared now, got {type(node).__qualname__}"
+            )
+        out: dict[str, Any] = {}
+        for name, adapter in self._adapters.items():
+            try:
+                out[name] = adapter.dump_python(getattr(node, name), mode="json")
+            except Exception as exc:
+                raise StateContractError(
+                    f"node {self.node_id} field {name!r} cannot be written as JSON: {exc}"
+                ) from exc
+        return PendingStation(self.node_id, out)
+
+    def decode(self, fields: Mapping[str, Any], *, run_id: str | None = None, seq: int | None = None) -> Any:
+        if not isinstance(fields, Mapping):
+            raise CheckpointError(
+                f"node {self.node_id} fields must be a JSON object, got {type(fields).__name__}",
+                run_id=run_id,
+                seq=seq,
+            )
+        unknown = set(fields) - set(self.fields)
+        missing = set(self.fields) - set(fields)
+        if unknown or missing:
+            parts = []
+            if unknown:
+                parts.append(f"unknown field(s) {sorted(unknown)}")
+            if missing:
+                parts.append(f"missing field(s) {sorted(missing)}")
+            raise CheckpointError(
+                f"node {self.node_id}: {' and '.join(parts)}; the checkpoint does not match the "
+                "node as declared (was the node's dataclass changed? fork onto the new revision)",
+                run_id=run_id,
+                seq=seq,
+            )
+        kwargs = {}
+        for name, adapter in self._adapters.items():
+            try:
+                kwargs[name] = adapter.validate_python(fields[name])
+            except ValidationError as exc:
+                raise CheckpointError(
+                    f"node {self.node_id} field {name!r} does not validate: {_first_error(exc)}",
+                    run_id=run_id,
+                    seq=seq,
+                ) from exc
+        return self.cls(**kwargs)
+
+
+class SnapshotCodec:
+    """State, node and output codec for one pinned graph revision."""
+
+    def __init__(self, *, state_type: Any, output_type: Any, nodes: Mapping[str, type]):
+        self.state_type = state_type
+        self.output_type = output_type
+        self._node_classes = dict(nodes)
+        self._nodes: dict[str, NodeCodec] = {}
+
+    @cached_property
+    def _state(self) -> TypeAdapter[Any]:
+        try:
+            return TypeAdapter(self.state_type)
+        except (PydanticSchemaGenerationError, PydanticUserError) as exc:
+            raise StateContractError(
+                f"state type {_type_name(self.state_type)} does not round-trip through JSON ({_short(exc)}); "
+                "keep live objects (clients, open files, sessions, locks) in deps, not in state "
+                "(seed 001 'State and dependencies')"
+            ) from exc
+
+    @cached_property
+    def _output(self) -> TypeAdapter[Any]:
+        try:
+            return TypeAdapter(self.output_type)
+        except (PydanticSchemaGenerationError, PydanticUserError) as exc:
+            raise StateContractError(
+                f"output type {_type_name(self.output_type)} does not round-trip through JSON; "
+                "return plain data from End(...)"
+            ) from exc
+
+    def node(self, node_id: str, *, run_id: str | None = None, seq: int | None = None) -> NodeCodec:
+        codec = self._nodes.get(node_id)
+        if codec is None:
+            cls = self._node_classes.get(node_id)
+            if cls is None:
+                raise CheckpointError(
+                    f"unknown node id {node_id!r}; the graph declares {sorted(self._node_classes)}",
+                    run_id=run_id,
+                    seq=seq,
+                )
+            codec = self._nodes[node_id] = NodeCodec(node_id, cls)
+        return codec
+
+    def check_contract(self, state: Any) -> None:
+        """Refuse, before anything runs, a state that would not survive a checkpoint."""
+        for node_id in self._node_classes:
+            self.node(node_id)
+        try:
+            encoded = self._state.dump_python(state, mode="json")
+            json.dumps(encoded)
+        except Exception as exc:
+            raise StateContractError(
+                f"state of type {type(state).__qualname__} cannot be written as JSON ({_short(exc)}); "
+                "keep live objects in deps, not in state (seed 001 'State and dependencies')"
+            ) from exc
+        try:
+            again = self._state.dump_python(self._state.validate_python(encoded), mode="json")
+        except Exception as exc:
+            raise StateContractError(
+                f"state of type {_type_name(self.state_type)} is written as JSON but does not read back "
+                f"({_short(exc)}); make every field a JSON-friendly type"
+            ) from exc
+        if again != encoded:
+            raise StateContractError(
+                f"state of type {_type_name(self.state_type)} changes when written and read back "
+                f"({encoded!r} became {again!r}); make every field a JSON-friendly type"
+            )
+
+    def encode_state(self, state: Any) -> Any:
+        return self._state.dump_python(state, mode="json")
+
+    def decode_state(self, data: Any, *, run_id: str | None = None, seq: int | None = None) -> Any:
+        try:
+            return self._state.validate_python(data)
+        except ValidationError as exc:
+            raise CheckpointError(
+                f"state no longer validates as {_type_name(self.state_type)}: {_first_error(exc)}",
+                run_id=run_id,
+                seq=seq,
+            ) from exc
+
+    def encode_node(self, node: Any) -> PendingStation:
+        node_id = type(node).get_node_id() if hasattr(type(node), "get_node_id") else type(node).__name__
+        return self.node(node_id).encode(node)
+
+    def decode_node(self, station: PendingStation, *, run_id: str | None = None, seq: int | None = None) -> Any:
+        return self.node(station.node_id, run_id=run_id, seq=seq).decode(station.fields, run_id=run_id, seq=seq)
+
+    def encode_output(self, value: Any) -> Any:
+        try:
+            return self._output.dump_python(value, mode="json")
+        except Exception as exc:
+            raise StateContractError(
+                f"End data of type {type(value).__qualname__} cannot be written as JSON ({_short(exc)}); "
+                "return plain data from End(...)"
+            ) from exc
+
+    def decode_output(self, data: Any, *, run_id: str | None = None) -> Any:
+        try:
+            return self._output.validate_python(data)
+        except ValidationError as exc:
+            raise CheckpointError(
+                f"stored output no longer validates as {_type_name(self.output_type)}: {_first_error(exc)}",
+                run_id=run_id,
+            ) from exc
+
+    def schema_id(self) -> str:
+        """A stable description of the checkpoint shape: state schema plus every node's fields."""
+        parts: dict[str, Any] = {"state": _schema_or_name(self.state_type)}
+        for node_id in sorted(self._node_classes):
+            parts[node_id] = {name: _schema_or_name(tp) for name, tp in self.node(node_id).fields.items()}
+        return json.dumps(parts, sort_keys=True, default=str)
+
+
+def _schema_or_name(tp: Any) -> Any:
+    try:
+        return TypeAdapter(tp).json_schema()
+    except Exception:
+        return _type_name(tp)
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__qualname__", None) or repr(tp)
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ())) or "(value)"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{loc}: {err.get('msg')}{more}"
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:200]

@@ -1,0 +1,126 @@
+"""The serial engine: one station at a time on pydantic-graph's native iterator (seed 001).
+
+The engine never calls a node itself. It opens `Graph.iter`, injects the pending station at
+the iterator's initial boundary with a `GraphTaskRequest`, and advances with `GraphRun.next`.
+Around every native step it tells its `EngineHooks` (the run) that a station was entered,
+settled or failed; the hooks own checkpoints and events, so this module knows nothing of the
+store or of any view. Returned successors are checked against the pinned manifest before they
+can run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from pydantic_graph import BaseNode, EndMarker, Graph, GraphTaskRequest
+
+from ..errors import UndeclaredTransitionError, UnsupportedTopologyError
+from ..manifest import END, Manifest
+
+__all__ = ("EngineHooks", "Stop", "drive", "node_id_of")
+
+StopReason = Literal["done", "failed", "paused", "aborted"]
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Why `drive` returned, and how many stations settled on the way."""
+
+    reason: StopReason
+    settled: int
+
+
+class EngineHooks(Protocol):
+    """What the engine reports; the run turns these into events and checkpoints."""
+
+    def entered(self, *, node_id: str) -> int:
+        """A station is about to run; returns the attempt number."""
+        ...
+
+    def settled(self, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> None:
+        """The station returned; `successors` are the next nodes, or `end` holds End data."""
+        ...
+
+    def failed(self, *, attempt: int, node_id: str, error: BaseException) -> None:
+        """The station raised, or returned something the manifest does not permit."""
+        ...
+
+    def aborted(self, *, attempt: int, node_id: str) -> None:
+        """The station was cancelled in flight."""
+        ...
+
+
+def node_id_of(node: Any) -> str:
+    return type(node).get_node_id() if isinstance(node, BaseNode) else type(node).__name__
+
+
+async def drive(
+    native: Graph[Any, Any, Any, Any],
+    manifest: Manifest,
+    *,
+    state: Any,
+    deps: Any,
+    pending: Sequence[Any],
+    hooks: EngineHooks,
+    max_steps: int | None,
+    should_pause: Callable[[], bool],
+) -> Stop:
+    """Run stations from `pending` until End, a failure, `max_steps`, or `should_pause()`."""
+    if len(pending) != 1:
+        raise UnsupportedTopologyError(
+            f"the serial engine runs one station at a time; this checkpoint has {len(pending)} pending"
+        )
+    settled = 0
+    node = pending[0]
+    node_id = node_id_of(node)
+    async with native.iter(state=state, deps=deps, infer_name=False) as graph_run:
+        # Read the initial boundary before calling next(): next() on a fresh run consumes it.
+        fork_stack = graph_run.next_task[0].fork_stack
+        request: list[GraphTaskRequest] | None = [GraphTaskRequest(node_id, node, fork_stack)]
+        while True:
+            if max_steps is not None and settled >= max_steps:
+                return Stop("paused", settled)
+            if settled and should_pause():
+                return Stop("paused", settled)
+            attempt = hooks.entered(node_id=node_id)
+            try:
+                result = await graph_run.next(request)
+            except asyncio.CancelledError:
+                hooks.aborted(attempt=attempt, node_id=node_id)
+                raise
+            except Exception as exc:
+                hooks.failed(attempt=attempt, node_id=node_id, error=exc)
+                return Stop("failed", settled)
+            request = None
+            try:
+                if isinstance(result, EndMarker):
+                    _check_edge(manifest, node_id, END)
+                    hooks.settled(attempt=attempt, node_id=node_id, successors=(), end=result)
+                    return Stop("done", settled + 1)
+                tasks = list(result)
+                if len(tasks) != 1:
+                    raise UnsupportedTopologyError(
+                        f"station {node_id} produced {len(tasks)} next tasks; the serial engine runs one "
+                        "station at a time"
+                    )
+                nxt = tasks[0]
+                _check_edge(manifest, node_id, nxt.node_id)
+                hooks.settled(attempt=attempt, node_id=node_id, successors=(nxt.inputs,), end=None)
+            except Exception as exc:
+                hooks.failed(attempt=attempt, node_id=node_id, error=exc)
+                return Stop("failed", settled)
+            settled += 1
+            node_id = nxt.node_id
+
+
+def _check_edge(manifest: Manifest, source: str, target: str) -> None:
+    if not manifest.permits(source, target):
+        allowed = ", ".join(manifest.successors(source)) or "nothing"
+        what = "End" if target == END else target
+        raise UndeclaredTransitionError(
+            f"station {source} returned {what}, which its return hint does not declare "
+            f"(permitted: {allowed}); add it to {source}.run's return annotation"
+        )

@@ -1,0 +1,87 @@
+"""The lab's exceptions: a small hierarchy on built-in bases.
+
+Every message says what was wrong and what to do instead. Driver errors (DuckDB's) are
+translated into these once, at the store boundary, so a notebook user never sees a raw
+`duckdb.IOException`.
+"""
+
+from __future__ import annotations
+
+__all__ = (
+    "LabError",
+    "GraphDefinitionError",
+    "UnsupportedTopologyError",
+    "StateContractError",
+    "RevisionMismatchError",
+    "UndeclaredTransitionError",
+    "CheckpointError",
+    "RunStateError",
+    "RunNotFoundError",
+    "StoreError",
+    "StoreLockedError",
+    "StoreSchemaError",
+    "StoreQueryError",
+)
+
+
+class LabError(Exception):
+    """Base class of every error Graph Lab raises on purpose."""
+
+
+class GraphDefinitionError(LabError, TypeError):
+    """A declared graph cannot be built: a node's return hint is missing or names no declared node."""
+
+
+class UnsupportedTopologyError(GraphDefinitionError):
+    """The serial engine refuses broadcast, map/spread, joins, reducers and parallel paths (seed 001)."""
+
+
+class StateContractError(LabError, TypeError):
+    """A state or node type does not round-trip through JSON, so it cannot be checkpointed."""
+
+
+class RevisionMismatchError(LabError, RuntimeError):
+    """A run is pinned to a graph revision that differs from the graph defined now."""
+
+
+class UndeclaredTransitionError(LabError, RuntimeError):
+    """A station returned a successor that the pinned manifest does not permit."""
+
+
+class CheckpointError(LabError, ValueError):
+    """A stored checkpoint cannot be decoded against its pinned graph."""
+
+    def __init__(self, message: str, *, run_id: str | None = None, seq: int | None = None):
+        where = ""
+        if run_id is not None:
+            where = f"run {run_id}" + (f" checkpoint {seq}" if seq is not None else "") + ": "
+        super().__init__(where + message)
+        self.run_id = run_id
+        self.seq = seq
+
+
+class RunStateError(LabError, RuntimeError):
+    """The action is not possible in the run's current status (say, stepping a finished run)."""
+
+
+class RunNotFoundError(LabError, KeyError):
+    """No run with that id is in the store."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class StoreError(LabError, RuntimeError):
+    """The store cannot be opened, read or written."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the DuckDB file."""
+
+
+class StoreSchemaError(StoreError):
+    """The store was written by a schema this version of Graph Lab does not know."""
+
+
+class StoreQueryError(StoreError, ValueError):
+    """A query given to `lab.sql` failed or tried to write."""

@@ -1,0 +1,313 @@
+"""A graph declared in the lab, node by node, and built with the native `GraphBuilder`.
+
+`@g.node` collects `BaseNode` subclasses; declaring a class with the same node id again
+replaces it, which is how a notebook cell is re-run. `build()` reads every node's return hint,
+builds the native graph from them, checks the serial engine's contract, and pins a manifest
+revision in the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import NoneType, UnionType
+from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin, get_type_hints
+
+from pydantic_graph import BaseNode, End, Graph, GraphBuilder
+from pydantic_graph.join import Join, JoinNode
+from pydantic_graph.node import Fork
+from pydantic_graph.step import NodeStep, StepNode
+
+from .codec import SnapshotCodec
+from .errors import GraphDefinitionError, StateContractError, UnsupportedTopologyError
+from .manifest import END, Manifest, Station, check_key, source_fingerprint
+from .records import Durability
+
+if TYPE_CHECKING:
+    from .lab import Lab
+    from .run import Run
+
+__all__ = ("LabGraph", "BuiltGraph", "check_serial_topology")
+
+N = TypeVar("N", bound=type)
+
+
+@dataclass(frozen=True)
+class BuiltGraph:
+    """One built revision: the native graph, its pinned manifest and its snapshot codec."""
+
+    key: str
+    native: Graph[Any, Any, Any, Any]
+    manifest: Manifest
+    codec: SnapshotCodec
+    nodes: dict[str, type]
+    state_type: Any
+    deps_type: Any
+    output_type: Any
+
+    @property
+    def revision(self) -> int:
+        assert self.manifest.revision is not None
+        return self.manifest.revision
+
+
+class LabGraph:
+    """A graph being declared: collect nodes with `@g.node`, then `g.start(...)` a run."""
+
+    def __init__(self, lab: Lab, name: str, *, state_type: Any, deps_type: Any, output_type: Any):
+        self.lab = lab
+        self.name = check_key(name)
+        self.state_type = state_type
+        self.deps_type = deps_type
+        self.output_type = output_type
+        self._nodes: dict[str, type] = {}
+        self._built: BuiltGraph | None = None
+        self._listeners: list[Callable[[LabGraph], None]] = []
+
+    # -- declaring -----------------------------------------------------------------------
+
+    def node(self, cls: N) -> N:
+        """Declare (or re-declare) a node class; use as a decorator above `@dataclass`."""
+        if not (inspect.isclass(cls) and issubclass(cls, BaseNode)):
+            raise GraphDefinitionError(
+                f"@{self.name}.node expects a BaseNode subclass, got {cls!r}; "
+                "subclass pydantic_graph.BaseNode and decorate the class"
+            )
+        node_id = cls.get_node_id()
+        self._nodes[node_id] = cls
+        self._changed()
+        return cls
+
+    def remove(self, node_id: str) -> None:
+        """Drop a declared node (a cell that defined it was deleted)."""
+        if node_id not in self._nodes:
+            raise GraphDefinitionError(f"graph {self.name!r} has no node {node_id!r}; it has {sorted(self._nodes)}")
+        del self._nodes[node_id]
+        self._changed()
+
+    def on_change(self, callback: Callable[[LabGraph], None]) -> None:
+        """Call `callback(graph)` whenever a node is declared or removed (live views use this)."""
+        self._listeners.append(callback)
+
+    def _changed(self) -> None:
+        self._built = None
+        for cb in list(self._listeners):
+            try:
+                cb(self)
+            except Exception:  # observers never break a declaration
+                import logging
+
+                logging.getLogger(__name__).exception("graph change listener failed")
+
+    @property
+    def nodes(self) -> dict[str, type]:
+        """The declared node classes by node id, in declaration order."""
+        return dict(self._nodes)
+
+    # -- building ------------------------------------------------------------------------
+
+    def build(self) -> BuiltGraph:
+        """Build the native graph and pin its manifest revision (cached until a node changes)."""
+        if self._built is None:
+            self._built = _build(self)
+        return self._built
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.build().manifest
+
+    @property
+    def revision(self) -> int:
+        return self.build().revision
+
+    # -- running -------------------------------------------------------------------------
+
+    def start(
+        self,
+        node: BaseNode[Any, Any, Any],
+        *,
+        state: Any = None,
+        deps: Any = None,
+        durability: Durability | None = None,
+        batch_size: int | None = None,
+    ) -> Run:
+        """Create a run that will begin at `node` and write its first checkpoint."""
+        built = self.build()
+        node_id = type(node).get_node_id() if isinstance(node, BaseNode) else None
+        if node_id is None or node_id not in built.nodes:
+            raise GraphDefinitionError(
+                f"g.start needs an instance of one of the declared nodes {sorted(built.nodes)}, got {node!r}"
+            )
+        if type(node) is not built.nodes[node_id]:
+            raise GraphDefinitionError(
+                f"the {node_id} passed to g.start is an older definition of the class; "
+                "re-run the cell that creates it after the cell that declares the node"
+            )
+        if state is None and self.state_type not in (None, NoneType):
+            try:
+                state = self.state_type()
+            except TypeError as exc:
+                raise StateContractError(
+                    f"graph {self.name!r} declares state type {self.state_type.__qualname__}, which has no "
+                    f"default; pass state=... to g.start ({exc})"
+                ) from exc
+        built.codec.check_contract(state)
+        from .run import Run
+
+        return Run.create(
+            self.lab,
+            self,
+            built,
+            node,
+            state=state,
+            deps=deps,
+            durability=durability or self.lab.durability,
+            batch_size=batch_size or self.lab.batch_size,
+        )
+
+    def __repr__(self) -> str:
+        return f"<LabGraph {self.name!r} nodes={list(self._nodes)}>"
+
+
+def _build(g: LabGraph) -> BuiltGraph:
+    if not g._nodes:
+        raise GraphDefinitionError(f"graph {g.name!r} has no nodes yet; declare some with @g.node")
+    codec = SnapshotCodec(state_type=g.state_type, output_type=g.output_type, nodes=g._nodes)
+    edges: list[tuple[str, str]] = []
+    targets: dict[str, list[Any]] = {}
+    for node_id, cls in g._nodes.items():
+        dsts = _return_targets(g, node_id, cls)
+        targets[node_id] = dsts
+        for dst in dsts:
+            edges.append((node_id, END if dst is End else dst.get_node_id()))
+    native = _native_graph(g, targets)
+    check_serial_topology(native)
+    stations = tuple(
+        Station(
+            node_id=node_id,
+            kind="node",
+            qualname=cls.__qualname__,
+            fields=tuple(codec.node(node_id).fields),
+            source_hash=source_fingerprint(cls),
+        )
+        for node_id, cls in g._nodes.items()
+    )
+    schema_id = hashlib.sha256(codec.schema_id().encode()).hexdigest()[:16]
+    manifest = Manifest(key=g.name, stations=stations, edges=tuple(sorted(set(edges))), schema_id=schema_id)
+    revision = g.lab.store.register_graph(manifest)
+    return BuiltGraph(
+        key=g.name,
+        native=native,
+        manifest=manifest.with_revision(revision),
+        codec=codec,
+        nodes=dict(g._nodes),
+        state_type=g.state_type,
+        deps_type=g.deps_type,
+        output_type=g.output_type,
+    )
+
+
+def _return_targets(g: LabGraph, node_id: str, cls: type) -> list[Any]:
+    """The declared classes (and End) a node's `run` return hint names."""
+    run = getattr(cls, "run", None)
+    localns = dict(g._nodes)
+    try:
+        hints = get_type_hints(run, globalns=getattr(run, "__globals__", None), localns=localns, include_extras=True)
+    except NameError as exc:
+        raise GraphDefinitionError(
+            f"node {node_id}: its run() return hint names {exc.name!r}, which is not defined; "
+            f"declare it with @{g.name}.node or fix the name"
+        ) from exc
+    if "return" not in hints:
+        raise GraphDefinitionError(
+            f"node {node_id} has no return hint on run(); annotate it with the nodes it may return, "
+            "e.g. `-> Next | End[int]`"
+        )
+    out: list[Any] = []
+    for arg in _union_args(hints["return"]):
+        base = get_origin(arg) or arg
+        if base is typing.Annotated:
+            arg = get_args(arg)[0]
+            base = get_origin(arg) or arg
+        if base is End:
+            out.append(End)
+        elif base is JoinNode:
+            raise UnsupportedTopologyError(
+                f"node {node_id} returns a JoinNode: joins and reducers need the super-step engine; "
+                "the serial engine runs one station at a time (seed 001)"
+            )
+        elif base is StepNode:
+            raise UnsupportedTopologyError(
+                f"node {node_id} returns a StepNode; adopt the native graph with lab.adopt(...) to run "
+                "step functions"
+            )
+        elif inspect.isclass(base) and issubclass(base, BaseNode):
+            target_id = base.get_node_id()
+            if target_id not in g._nodes:
+                raise GraphDefinitionError(
+                    f"node {node_id} returns {target_id}, which is not declared in graph {g.name!r}; "
+                    f"decorate {target_id} with @{g.name}.node (declared: {sorted(g._nodes)})"
+                )
+            out.append(g._nodes[target_id])
+        else:
+            raise GraphDefinitionError(
+                f"node {node_id}: return hint part {arg!r} is neither a declared node nor End[...]; "
+                "list the node classes it may return"
+            )
+    return out
+
+
+def _union_args(tp: Any) -> tuple[Any, ...]:
+    origin = get_origin(tp)
+    if origin is typing.Union or origin is UnionType:
+        return get_args(tp)
+    return (tp,)
+
+
+def _native_graph(g: LabGraph, targets: dict[str, list[Any]]) -> Graph[Any, Any, Any, Any]:
+    """The native graph, edges taken from the return hints just read (as `GraphBuilder.node` does)."""
+    b: GraphBuilder[Any, Any, Any, Any] = GraphBuilder(
+        name=g.name,
+        state_type=g.state_type if g.state_type is not None else NoneType,
+        deps_type=g.deps_type if g.deps_type is not None else NoneType,
+        output_type=g.output_type,
+        auto_instrument=False,
+    )
+    for node_id, dsts in targets.items():
+        src = NodeStep(g._nodes[node_id])
+        natives = [b.end_node if d is End else NodeStep(d) for d in dsts]
+        if len(natives) == 1:
+            b.add(b.edge_from(src).to(natives[0]))
+        else:
+            decision = b.decision(node_id=f"{node_id}__routes")
+            for dst in natives:
+                decision = decision.branch(b.match(NoneType).to(dst))
+            b.add(b.edge_from(src).to(decision))
+    # Any declared node may be the entry: the start routes by the entry node's class. The lab
+    # injects the entry station at the iterator's first boundary, so this route only registers the
+    # start node and documents the entries; the native reachability check does not apply.
+    entry = b.decision(node_id="__entry__")
+    for cls in g._nodes.values():
+        entry = entry.branch(b.match_node(cls))
+    b.add(b.edge_from(b.start_node).to(entry))
+    return b.build(validate_graph_structure=False)
+
+
+def check_serial_topology(native: Graph[Any, Any, Any, Any]) -> None:
+    """Refuse broadcast, map/spread and joins by name: the serial engine has no contract for them."""
+    for node_id, node in native.nodes.items():
+        if isinstance(node, Fork):
+            what = "a map/spread fork" if node.is_map else "a broadcast fork (parallel paths)"
+            raise UnsupportedTopologyError(
+                f"graph {native.name!r} has {what} at {node_id!r}; the serial engine runs one station at "
+                "a time (seed 001) — use the super-step engine for parallel graphs"
+            )
+        if isinstance(node, Join):
+            raise UnsupportedTopologyError(
+                f"graph {native.name!r} has a join/reducer at {node_id!r}; the serial engine runs one "
+                "station at a time (seed 001) — use the super-step engine for joins"
+            )
+

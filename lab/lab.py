@@ -1,0 +1,215 @@
+"""The `Lab`: one store, the graphs declared against it, and the runs started from them."""
+
+from __future__ import annotations
+
+import os
+from types import NoneType
+from typing import Any
+
+import duckdb
+
+from .errors import GraphDefinitionError, RevisionMismatchError, RunStateError
+from .graph import LabGraph
+from .manifest import Manifest
+from .records import Durability, EventRecord, RunRecord
+from .run import Run
+from .store import MEMORY, DuckDBStore, open_store
+
+__all__ = ("Lab", "DEFAULT_PATH", "current_lab")
+
+DEFAULT_PATH = os.path.join(".graphlab", "lab.duckdb")
+"""The embedded default store, under the working directory (beside the notebook)."""
+
+_current: Lab | None = None
+
+
+def current_lab() -> Lab | None:
+    """The last `Lab` created in this process (the kernel extension acts on it)."""
+    return _current
+
+
+class Lab:
+    """Declare graphs, start and resume runs, and query everything with SQL.
+
+    `Lab()` opens `.graphlab/lab.duckdb` under the working directory; `Lab(":memory:")` keeps
+    everything in memory (tests). Opening a path already open in this process shares its store.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        durability: Durability = "step",
+        batch_size: int = 100,
+        fsync: bool = False,
+    ):
+        global _current
+        if durability not in ("step", "batch"):
+            raise ValueError(f"durability must be 'step' or 'batch', got {durability!r}")
+        self.path = MEMORY if path == MEMORY else os.path.abspath(os.fspath(path or DEFAULT_PATH))
+        self.durability: Durability = durability
+        self.batch_size = batch_size
+        self.store: DuckDBStore = open_store(self.path, fsync=fsync)
+        self._graphs: dict[str, LabGraph] = {}
+        self._live: dict[str, Run] = self.store.live_runs
+        if not self.store.recovery_done:
+            self._recover_interrupted()
+            self.store.recovery_done = True
+        _current = self
+
+    # -- graphs --------------------------------------------------------------------------
+
+    def graph(
+        self,
+        name: str,
+        *,
+        state_type: Any = NoneType,
+        deps_type: Any = NoneType,
+        output_type: Any = object,
+    ) -> LabGraph:
+        """The graph `name` (created on first call; a re-run cell gets the same graph back)."""
+        g = self._graphs.get(name)
+        if g is None:
+            g = self._graphs[name] = LabGraph(
+                self, name, state_type=state_type, deps_type=deps_type, output_type=output_type
+            )
+        else:
+            g.state_type, g.deps_type, g.output_type = state_type, deps_type, output_type
+            g._changed()
+        return g
+
+    @property
+    def graphs(self) -> dict[str, LabGraph]:
+        return dict(self._graphs)
+
+    # -- runs ----------------------------------------------------------------------------
+
+    def runs(self, *, graph: str | None = None, status: str | None = None) -> list[RunRecord]:
+        """The runs in the store, oldest first; filter by graph name or status."""
+        return self.store.list_runs(graph_key=graph, status=status)
+
+    def run(self, run_id: str) -> RunRecord:
+        """The stored record of one run."""
+        return self.store.get_run(run_id)
+
+    def resume(self, run_id: str, *, deps: Any = None) -> Run:
+        """A handle on a stored run, continuing from its head checkpoint.
+
+        Re-run the cells that define the run's graph first: a run is pinned to the revision it
+        started on, and resuming onto a changed graph is refused (fork onto the new revision).
+        An interrupted station (the process died while it ran) is run again only because you
+        asked here.
+        """
+        live = self._live.get(run_id)
+        if live is not None:
+            if deps is not None:
+                live._deps = deps
+            return live
+        rec = self.store.get_run(run_id)
+        g = self._graphs.get(rec.graph_key)
+        if g is None:
+            raise GraphDefinitionError(
+                f"run {run_id} belongs to graph {rec.graph_key!r}, which is not defined in this process; "
+                f"re-run the cells that define it (lab.graph({rec.graph_key!r}, ...) and its @g.node "
+                "classes), then resume"
+            )
+        built = g.build()
+        if built.manifest.digest != rec.digest:
+            pinned = self.store.manifest(rec.graph_key, rec.revision)
+            raise RevisionMismatchError(self._mismatch_message(run_id, pinned, built.manifest))
+        codec = built.codec
+        head = self.store.checkpoint(run_id, rec.head_seq) if rec.head_seq is not None else None
+        if head is None:
+            from .errors import CheckpointError
+
+            raise CheckpointError("the run's head checkpoint is missing from the store", run_id=run_id, seq=rec.head_seq)
+        state = codec.decode_state(head.state, run_id=run_id, seq=head.seq)
+        pending = [codec.decode_node(p, run_id=run_id, seq=head.seq) for p in head.next]
+        next_cp, next_ev = self.store.next_seqs(run_id)
+        run = Run(
+            self,
+            g,
+            built,
+            rec,
+            state=state,
+            deps=deps,
+            pending=pending,
+            state_json=head.state,
+            next_cp=next_cp,
+            next_ev=next_ev,
+            batch_size=self.batch_size,
+        )
+        if rec.status not in ("done", "cancelled"):
+            rows = [run._event_row("resumed", checkpoint_seq=rec.head_seq, payload={"status_before": rec.status})]
+            if rec.status == "interrupted":
+                run._status = "running"
+                rows.append(self.store.update_row(run_id, status="running", head_seq=rec.head_seq))
+            run._write(rows, sync=True)
+        self._live[run_id] = run
+        return run
+
+    def events(self, run_id: str) -> list[EventRecord]:
+        return self.store.events(run_id)
+
+    def sql(self, query: str, params: list[Any] | None = None) -> duckdb.DuckDBPyRelation:
+        """Read-only SQL over the tables `graphs`, `runs`, `checkpoints`, `events` (see docs/store.md)."""
+        return self.store.sql(query, params)
+
+    def close(self) -> None:
+        """Fold the journal into DuckDB and release the file (when no other Lab in this process holds it)."""
+        busy = [r.id for r in self._live.values() if r._busy.locked()]
+        if busy:
+            raise RunStateError(f"runs {busy} are running; cancel or wait for them before closing the lab")
+        self.store.close()
+
+    def __enter__(self) -> Lab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _mismatch_message(self, run_id: str, pinned: Manifest | None, current: Manifest) -> str:
+        pinned_rev = pinned.revision if pinned is not None else "?"
+        changes = current.changes_from(pinned) if pinned is not None else ["the pinned manifest is missing"]
+        return (
+            f"run {run_id} is pinned to {current.key}@{pinned_rev}, but the graph defined now is "
+            f"{current.key}@{current.revision}: " + "; ".join(changes) + ". A run never silently changes "
+            "graph: fork it onto the new revision (run.fork(seq, revision='current')), or restore the old "
+            "definition to continue it."
+        )
+
+    def _recover_interrupted(self) -> None:
+        """Runs left `running` by a dead process: an attempt in flight becomes `interrupted`.
+
+        It never guesses a replay (seed 001): the station runs again only after `resume()`.
+        """
+        store = self.store
+        for rec in store.list_runs(status="running"):
+            events = store.events(rec.run_id)
+            open_attempts: dict[int, EventRecord] = {}
+            for ev in events:
+                if ev.kind == "entered" and ev.attempt is not None:
+                    open_attempts[ev.attempt] = ev
+                elif ev.kind in ("settled", "failed", "interrupted", "cancelled") and ev.attempt is not None:
+                    open_attempts.pop(ev.attempt, None)
+            if not open_attempts:
+                continue
+            attempt, entered = max(open_attempts.items())
+            seq = (events[-1].seq + 1) if events else 0
+            ev = EventRecord(
+                run_id=rec.run_id,
+                seq=seq,
+                kind="interrupted",
+                node_id=entered.node_id,
+                attempt=attempt,
+                checkpoint_seq=rec.head_seq,
+                payload={"reason": "the process died while the station was in flight"},
+            )
+            store.write(
+                [store.event_row(ev), store.update_row(rec.run_id, status="interrupted", head_seq=rec.head_seq)]
+            )
+
+    def __repr__(self) -> str:
+        return f"<Lab {self.path} graphs={list(self._graphs)}>"

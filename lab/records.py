@@ -1,0 +1,124 @@
+"""Typed records the engine writes and the store keeps: runs, checkpoints, events.
+
+These are plain frozen dataclasses holding JSON-ready values. The store never holds live
+Python objects: state and node fields are JSON here, decoded by the codec against the pinned
+graph only when asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal, NewType
+
+__all__ = (
+    "RunId",
+    "Status",
+    "TERMINAL_STATUSES",
+    "EventKind",
+    "Durability",
+    "PendingStation",
+    "CheckpointRecord",
+    "EventRecord",
+    "RunRecord",
+    "utcnow",
+)
+
+RunId = NewType("RunId", str)
+"""A run's id: a sortable, URL-safe string (time-ordered hex)."""
+
+Status = Literal["created", "running", "waiting", "done", "failed", "cancelled", "interrupted"]
+"""A run's status. `interrupted` means the process died while a station was in flight."""
+
+TERMINAL_STATUSES: frozenset[str] = frozenset({"done", "cancelled"})
+"""Statuses from which no station runs again. `failed` is not terminal: `retry()` may follow."""
+
+EventKind = Literal[
+    "started",
+    "entered",
+    "settled",
+    "failed",
+    "interrupted",
+    "resumed",
+    "retry",
+    "cancelled",
+    "done",
+    "waiting",
+    "verdict",
+    "rewind",
+    "fork",
+    "edited",
+    "breakpoint",
+]
+"""What an event observed. Events observe; they never drive recovery."""
+
+Durability = Literal["step", "batch"]
+"""`step`: every boundary reaches the OS before the next station runs. `batch`: every N boundaries."""
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now, so stored times compare across machines."""
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingStation:
+    """A station the run will execute next: its node id and its constructor fields as JSON."""
+
+    node_id: str
+    fields: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node_id": self.node_id, "fields": self.fields}
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """The durable snapshot at one boundary of a run (seed 001 "Checkpoint Ownership")."""
+
+    run_id: str
+    seq: int
+    parent_seq: int | None
+    status: Status
+    state: Any
+    """The state as JSON (the declared state type's TypeAdapter, `mode="json"`)."""
+    next: tuple[PendingStation, ...]
+    """Stations to run next; a list so the super-step engine fits without a schema change."""
+    output: Any = None
+    """End data as JSON, on the terminal checkpoint only."""
+    created_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One observation during a run. `seq` orders events within the run."""
+
+    run_id: str
+    seq: int
+    kind: EventKind
+    node_id: str | None = None
+    attempt: int | None = None
+    """Station-attempt correlation: the same number on an `entered` and its settlement."""
+    checkpoint_seq: int | None = None
+    """The checkpoint this event led to (settled) or started from (entered)."""
+    payload: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A run's row: what graph revision it is pinned to, its status and head."""
+
+    run_id: str
+    graph_key: str
+    revision: int
+    digest: str
+    status: Status
+    head_seq: int | None
+    durability: Durability
+    output: Any = None
+    error: dict[str, Any] | None = None
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+    parent_run_id: str | None = None
+    parent_seq: int | None = None

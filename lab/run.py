@@ -1,0 +1,476 @@
+"""A run: one execution of one pinned graph revision, stepped station by station.
+
+The run is the engine's hooks: it turns "entered / settled / failed" into events and
+checkpoints and hands them to the store in one journal transaction per boundary. It keeps the
+live state and the pending node in memory so stepping never reads the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic_graph import EndMarker
+
+from .engine.loop import run_sync
+from .engine.serial import Stop, drive, node_id_of
+from .errors import RevisionMismatchError, RunStateError
+from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, utcnow
+
+if TYPE_CHECKING:
+    from .graph import BuiltGraph, LabGraph
+    from .lab import Lab
+
+__all__ = ("Run", "StepResult", "new_run_id")
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["settled", "done", "failed", "cancelled", "interrupted", "paused"]
+
+
+def new_run_id() -> str:
+    """Time-ordered and URL-safe: sorts by creation, unique without coordination."""
+    return f"run-{time.time_ns() // 1_000_000:012x}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What one `run.step()` did."""
+
+    node_id: str | None
+    outcome: Outcome
+    seq: int | None
+    """The checkpoint the step wrote (the new head), if it settled."""
+    next: tuple[str, ...]
+    output: Any = None
+    error: str | None = None
+
+    def __repr__(self) -> str:
+        bits = [f"{self.node_id} {self.outcome}"]
+        if self.seq is not None:
+            bits.append(f"checkpoint {self.seq}")
+        if self.next:
+            bits.append("next " + ", ".join(self.next))
+        if self.outcome == "done":
+            bits.append(f"output {self.output!r}")
+        if self.error:
+            bits.append(self.error)
+        return "<StepResult " + "; ".join(bits) + ">"
+
+
+class Run:
+    """Step, run, retry or cancel one run; read its history and events."""
+
+    def __init__(
+        self,
+        lab: Lab,
+        graph: LabGraph,
+        built: BuiltGraph,
+        record: RunRecord,
+        *,
+        state: Any,
+        deps: Any,
+        pending: list[Any],
+        state_json: Any,
+        next_cp: int,
+        next_ev: int,
+        batch_size: int,
+    ):
+        self.lab = lab
+        self.graph = graph
+        self._built = built
+        self.id: str = record.run_id
+        self._status: Status = record.status
+        self._head: int | None = record.head_seq
+        self._output_json = record.output
+        self._output: Any = built.codec.decode_output(record.output, run_id=self.id) if record.status == "done" else None
+        self._error = record.error
+        self.durability: Durability = record.durability
+        self.batch_size = max(1, int(batch_size))
+        self._state = state
+        self._deps = deps
+        self._pending = pending
+        self._state_json = state_json
+        self._next_cp = next_cp
+        self._next_ev = next_ev
+        self._unflushed = 0
+        self._busy = threading.Lock()
+        self._pause_requested = False
+        self._cancel_requested = False
+        self._task: tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]] | None = None
+        self._inflight_started: float = 0.0
+        self._observers: list[Callable[[EventRecord], None]] = []
+        self._last: StepResult | None = None
+
+    # -- creation ------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        lab: Lab,
+        graph: LabGraph,
+        built: BuiltGraph,
+        entry: Any,
+        *,
+        state: Any,
+        deps: Any,
+        durability: Durability,
+        batch_size: int,
+    ) -> Run:
+        if durability not in ("step", "batch"):
+            raise ValueError(f"durability must be 'step' or 'batch', got {durability!r}")
+        codec = built.codec
+        station = codec.encode_node(entry)
+        state_json = codec.encode_state(state)
+        record = RunRecord(
+            run_id=new_run_id(),
+            graph_key=built.key,
+            revision=built.revision,
+            digest=built.manifest.digest,
+            status="created",
+            head_seq=0,
+            durability=durability,
+        )
+        cp = CheckpointRecord(run_id=record.run_id, seq=0, parent_seq=None, status="created", state=state_json, next=(station,))
+        ev = EventRecord(
+            run_id=record.run_id,
+            seq=0,
+            kind="started",
+            node_id=station.node_id,
+            checkpoint_seq=0,
+            payload={"entry": station.node_id, "revision": built.revision, "durability": durability},
+        )
+        store = lab.store
+        store.write([store.run_row(record), store.checkpoint_row(cp), store.event_row(ev)])
+        run = cls(
+            lab,
+            graph,
+            built,
+            record,
+            state=state,
+            deps=deps,
+            pending=[entry],
+            state_json=state_json,
+            next_cp=1,
+            next_ev=1,
+            batch_size=batch_size,
+        )
+        lab._live[run.id] = run
+        return run
+
+    # -- what a person reads -------------------------------------------------------------
+
+    @property
+    def status(self) -> Status:
+        return self._status
+
+    @property
+    def output(self) -> Any:
+        """The End data once the run is done, else None."""
+        return self._output
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """The last failure: exception type, message, traceback and station."""
+        return self._error
+
+    @property
+    def head(self) -> int | None:
+        """The sequence number of the checkpoint the next step starts from."""
+        return self._head
+
+    @property
+    def state(self) -> Any:
+        """The live state object (as of the head, or mid-station while one runs)."""
+        return self._state
+
+    @property
+    def deps(self) -> Any:
+        return self._deps
+
+    @property
+    def next_stations(self) -> tuple[str, ...]:
+        return tuple(node_id_of(n) for n in self._pending)
+
+    @property
+    def revision(self) -> int:
+        return self._built.revision
+
+    def history(self) -> list[CheckpointRecord]:
+        """The run's checkpoints, oldest first."""
+        return self.lab.store.checkpoints(self.id)
+
+    def events(self, kind: str | None = None) -> list[EventRecord]:
+        """Everything observed during the run, in order; `kind` filters (say `"failed"`)."""
+        return self.lab.store.events(self.id, kind=kind)
+
+    def on_event(self, callback: Callable[[EventRecord], None]) -> None:
+        """Call `callback(event)` after each event is written. Its errors are logged, never raised."""
+        self._observers.append(callback)
+
+    # -- stepping ------------------------------------------------------------------------
+
+    def step(self) -> StepResult:
+        """Run exactly one station and return what happened."""
+        return run_sync(self.astep())
+
+    def run(self, max_steps: int | None = None) -> Run:
+        """Run until End, a failure, a wait, `max_steps` stations, or `pause()`. Returns the run."""
+        run_sync(self.arun(max_steps=max_steps))
+        return self
+
+    async def astep(self) -> StepResult:
+        """The async form of `step()`."""
+        await self._advance(max_steps=1)
+        assert self._last is not None
+        return self._last
+
+    async def arun(self, max_steps: int | None = None) -> Run:
+        """The async form of `run()`."""
+        await self._advance(max_steps=max_steps)
+        return self
+
+    def retry(self) -> StepResult:
+        """Attempt the failed station again from the same head, as a new attempt."""
+        return run_sync(self.aretry())
+
+    async def aretry(self) -> StepResult:
+        if self._status != "failed":
+            raise RunStateError(f"run {self.id} is {self._status}, not failed; retry() follows a failure")
+        self._write([self._event_row("retry", node_id=self.next_stations[0], payload={"after": self._error})], sync=True)
+        self._status = "running"
+        self._error = None
+        return await self.astep()
+
+    def pause(self) -> None:
+        """Stop a `run()` at the next boundary (the station in flight finishes)."""
+        self._pause_requested = True
+
+    def cancel(self) -> None:
+        """Cancel the run: between stations at once, or the station in flight (from any thread)."""
+        if self._status in ("done", "cancelled"):
+            raise RunStateError(f"run {self.id} is already {self._status}; there is nothing to cancel")
+        self._cancel_requested = True
+        task = self._task
+        if task is not None:
+            loop, t = task
+            loop.call_soon_threadsafe(t.cancel)
+            return
+        if self._busy.acquire(blocking=False):
+            try:
+                self._finish_cancel(node_id=None, attempt=None)
+            finally:
+                self._busy.release()
+
+    # -- the engine's driver -------------------------------------------------------------
+
+    def _check_runnable(self) -> None:
+        if self._status in ("done", "cancelled"):
+            raise RunStateError(f"run {self.id} is {self._status}; start a new run or fork this one")
+        if self._status == "failed":
+            station = (self._error or {}).get("node_id", "?")
+            message = (self._error or {}).get("message", "")
+            raise RunStateError(
+                f"run {self.id} failed at station {station} ({message}); call run.retry() to attempt it again"
+            )
+        if self._status == "interrupted":
+            raise RunStateError(
+                f"run {self.id} was interrupted while a station was in flight; call lab.resume({self.id!r}) "
+                "to run that station again"
+            )
+        current = self.graph.build()
+        if current.manifest.digest != self._built.manifest.digest:
+            raise RevisionMismatchError(self.lab._mismatch_message(self.id, self._built.manifest, current.manifest))
+
+    async def _advance(self, max_steps: int | None) -> None:
+        if not self._busy.acquire(blocking=False):
+            raise RunStateError(f"run {self.id} is already running in another task; wait for it or cancel it")
+        try:
+            self._check_runnable()
+            self._pause_requested = False
+            self._cancel_requested = False
+            self._last = None
+            task = asyncio.current_task()
+            assert task is not None
+            self._task = (asyncio.get_running_loop(), task)
+            try:
+                stop = await drive(
+                    self._built.native,
+                    self._built.manifest,
+                    state=self._state,
+                    deps=self._deps,
+                    pending=self._pending,
+                    hooks=self,
+                    max_steps=max_steps,
+                    should_pause=lambda: self._pause_requested or self._cancel_requested,
+                )
+            except asyncio.CancelledError:
+                if self._cancel_requested:
+                    return  # the hooks recorded the cancellation; the caller asked for it
+                raise
+            finally:
+                self._task = None
+            self._after_stop(stop)
+        finally:
+            self._busy.release()
+
+    def _after_stop(self, stop: Stop) -> None:
+        if self._cancel_requested and self._status not in ("done", "failed", "cancelled"):
+            self._finish_cancel(node_id=None, attempt=None)
+        elif stop.reason == "paused" and self._last is None:
+            self._last = StepResult(None, "paused", self._head, self.next_stations)
+        if self.durability == "batch" and self._unflushed:
+            self.lab.store.flush()
+            self._unflushed = 0
+
+    # -- EngineHooks ---------------------------------------------------------------------
+
+    def entered(self, *, node_id: str) -> int:
+        attempt = self._next_ev
+        rows = [self._event_row("entered", node_id=node_id, attempt=attempt, checkpoint_seq=self._head)]
+        if self._status != "running":
+            self._status = "running"
+            rows.append(self.lab.store.update_row(self.id, status="running", head_seq=self._head))
+        self._write(rows, sync=self.durability == "step")
+        self._inflight_started = time.perf_counter()
+        return attempt
+
+    def settled(self, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> None:
+        codec = self._built.codec
+        stations = tuple(codec.encode_node(n) for n in successors)
+        output_json = codec.encode_output(end.value) if end is not None else None
+        self._state_json = codec.encode_state(self._state)
+        seq = self._next_cp
+        status: Status = "done" if end is not None else "running"
+        store = self.lab.store
+        cp = CheckpointRecord(
+            run_id=self.id, seq=seq, parent_seq=self._head, status=status, state=self._state_json, next=stations, output=output_json
+        )
+        ms = round((time.perf_counter() - self._inflight_started) * 1000, 3)
+        rows = [
+            store.checkpoint_row(cp),
+            self._event_row("settled", node_id=node_id, attempt=attempt, checkpoint_seq=seq, payload={"ms": ms, "next": [s.node_id for s in stations]}),
+        ]
+        if end is not None:
+            rows.append(self._event_row("done", node_id=node_id, checkpoint_seq=seq, payload={"output": output_json}))
+        rows.append(store.update_row(self.id, status=status, head_seq=seq, output=output_json))
+        self._unflushed += 1
+        sync = self.durability == "step" or end is not None or self._unflushed >= self.batch_size
+        self._write(rows, sync=sync)
+        if sync:
+            self._unflushed = 0
+        self._next_cp = seq + 1
+        self._head = seq
+        self._pending = list(successors)
+        self._status = status
+        if end is not None:
+            self._output = end.value
+            self._output_json = output_json
+        self._last = StepResult(node_id, "done" if end is not None else "settled", seq, tuple(s.node_id for s in stations), self._output)
+
+    def failed(self, *, attempt: int, node_id: str, error: BaseException) -> None:
+        err = {
+            "node_id": node_id,
+            "attempt": attempt,
+            "type": f"{type(error).__module__}.{type(error).__qualname__}",
+            "message": str(error),
+            "traceback": "".join(traceback.format_exception(error)),
+        }
+        self._restore_head_state()
+        self._status = "failed"
+        self._error = err
+        self._write(
+            [
+                self._event_row("failed", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload=err),
+                self.lab.store.update_row(self.id, status="failed", head_seq=self._head, error=err),
+            ],
+            sync=True,
+        )
+        self._unflushed = 0
+        self._last = StepResult(node_id, "failed", None, self.next_stations, error=f"{type(error).__name__}: {error}")
+
+    def aborted(self, *, attempt: int, node_id: str) -> None:
+        self._restore_head_state()
+        if self._cancel_requested:
+            self._finish_cancel(node_id=node_id, attempt=attempt)
+            return
+        self._status = "interrupted"
+        self._write(
+            [
+                self._event_row("interrupted", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload={"reason": "cancelled in flight"}),
+                self.lab.store.update_row(self.id, status="interrupted", head_seq=self._head),
+            ],
+            sync=True,
+        )
+        self._last = StepResult(node_id, "interrupted", None, self.next_stations)
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _finish_cancel(self, *, node_id: str | None, attempt: int | None) -> None:
+        self._status = "cancelled"
+        self._write(
+            [
+                self._event_row("cancelled", node_id=node_id, attempt=attempt, checkpoint_seq=self._head),
+                self.lab.store.update_row(self.id, status="cancelled", head_seq=self._head),
+            ],
+            sync=True,
+        )
+        self._unflushed = 0
+        self._last = StepResult(node_id, "cancelled", None, self.next_stations)
+
+    def _restore_head_state(self) -> None:
+        """A failed or aborted station may have mutated state; the head checkpoint is the truth."""
+        self._state = self._built.codec.decode_state(self._state_json, run_id=self.id, seq=self._head)
+
+    def _event_row(
+        self,
+        kind: str,
+        *,
+        node_id: str | None = None,
+        attempt: int | None = None,
+        checkpoint_seq: int | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        ev = EventRecord(
+            run_id=self.id,
+            seq=self._next_ev,
+            kind=kind,  # type: ignore[arg-type]
+            node_id=node_id,
+            attempt=attempt,
+            checkpoint_seq=checkpoint_seq,
+            payload=payload or {},
+            created_at=utcnow(),
+        )
+        self._next_ev += 1
+        if self._observers:
+            self._pending_events.append(ev)
+        return self.lab.store.event_row(ev)
+
+    @property
+    def _pending_events(self) -> list[EventRecord]:
+        pe = self.__dict__.get("_pe")
+        if pe is None:
+            pe = self.__dict__["_pe"] = []
+        return pe
+
+    def _write(self, rows: list[dict[str, Any]], *, sync: bool) -> None:
+        self.lab.store.write(rows, sync=sync)
+        if self._observers:
+            events, self.__dict__["_pe"] = self._pending_events, []
+            for ev in events:
+                for cb in list(self._observers):
+                    try:
+                        cb(ev)
+                    except Exception:
+                        log.exception("event observer failed on %s event of run %s", ev.kind, self.id)
+
+    def __repr__(self) -> str:
+        nxt = ", ".join(self.next_stations) or "-"
+        return f"<Run {self.id} {self._built.key}@{self._built.revision} {self._status} head={self._head} next={nxt}>"

@@ -1,0 +1,131 @@
+"""The store's tables, and the migrations whose index is the schema version.
+
+Columns are documented in `docs/store.md`. Times are UTC, stored as naive TIMESTAMP. JSON
+columns hold what the codec wrote; query them with DuckDB's JSON functions
+(`state->>'count'`).
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+MIGRATIONS: list[list[str]] = [
+    # version 0 -> 1: the foundation tables
+    [
+        """
+        CREATE TABLE IF NOT EXISTS meta (
+            key VARCHAR PRIMARY KEY,
+            value VARCHAR NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS graphs (
+            graph_key VARCHAR NOT NULL,
+            revision INTEGER NOT NULL,
+            digest VARCHAR NOT NULL,
+            manifest JSON NOT NULL,
+            created_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (graph_key, revision)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS runs (
+            run_id VARCHAR PRIMARY KEY,
+            graph_key VARCHAR NOT NULL,
+            revision INTEGER NOT NULL,
+            digest VARCHAR NOT NULL,
+            status VARCHAR NOT NULL,
+            head_seq BIGINT,
+            durability VARCHAR NOT NULL,
+            output JSON,
+            error JSON,
+            created_at TIMESTAMP NOT NULL,
+            updated_at TIMESTAMP NOT NULL,
+            parent_run_id VARCHAR,
+            parent_seq BIGINT
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS checkpoints (
+            run_id VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,
+            parent_seq BIGINT,
+            status VARCHAR NOT NULL,
+            state JSON,
+            next JSON NOT NULL,
+            output JSON,
+            created_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS events (
+            run_id VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,
+            kind VARCHAR NOT NULL,
+            node_id VARCHAR,
+            attempt BIGINT,
+            checkpoint_seq BIGINT,
+            payload JSON,
+            created_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        )
+        """,
+    ],
+]
+
+JOURNAL_COLUMNS: dict[str, str] = {
+    "t": "VARCHAR",
+    "j": "BIGINT",
+    "run_id": "VARCHAR",
+    "seq": "BIGINT",
+    "parent_seq": "BIGINT",
+    "status": "VARCHAR",
+    "state": "JSON",
+    "next": "JSON",
+    "output": "JSON",
+    "created_at": "TIMESTAMP",
+    "kind": "VARCHAR",
+    "node_id": "VARCHAR",
+    "attempt": "BIGINT",
+    "checkpoint_seq": "BIGINT",
+    "payload": "JSON",
+    "graph_key": "VARCHAR",
+    "revision": "INTEGER",
+    "digest": "VARCHAR",
+    "head_seq": "BIGINT",
+    "durability": "VARCHAR",
+    "error": "JSON",
+    "updated_at": "TIMESTAMP",
+    "parent_run_id": "VARCHAR",
+}
+"""Every column a journal line may carry; `t` says which table the line belongs to."""
+
+FOLD_STATEMENTS: list[str] = [
+    """
+    INSERT OR IGNORE INTO runs
+    SELECT run_id, graph_key, revision, digest, status, head_seq, durability, output, error,
+           created_at, updated_at, parent_run_id, parent_seq
+    FROM journal_rows WHERE t = 'run'
+    """,
+    """
+    INSERT OR IGNORE INTO checkpoints
+    SELECT run_id, seq, parent_seq, status, state, next, output, created_at
+    FROM journal_rows WHERE t = 'cp'
+    """,
+    """
+    INSERT OR IGNORE INTO events
+    SELECT run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at
+    FROM journal_rows WHERE t = 'ev'
+    """,
+    """
+    UPDATE runs SET status = u.status, head_seq = u.head_seq, output = u.output, error = u.error,
+                    updated_at = u.updated_at
+    FROM (
+        SELECT * FROM journal_rows WHERE t = 'upd'
+        QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY j DESC) = 1
+    ) AS u
+    WHERE runs.run_id = u.run_id
+    """,
+]
+"""Fold journal lines into the tables. Idempotent: replaying lines already folded changes nothing."""
