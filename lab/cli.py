@@ -1,0 +1,120 @@
+"""`python -m lab`: inspect a store from a terminal, without a notebook.
+
+The CLI reads only what the store holds (JSON), so it needs no graph definitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import LabError
+from .lab import DEFAULT_PATH
+from .store import open_store
+
+__all__ = ("main",)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int = 60) -> str:
+    cells = [[_cell(v, width) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    sep = "  ".join("-" * w for w in widths)
+    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join([line, sep, *body])
+
+
+def _cell(value: Any, width: int) -> str:
+    if value is None:
+        text = ""
+    elif isinstance(value, dict | list):
+        text = json.dumps(value, separators=(",", ":"))
+    else:
+        text = str(value)
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _runs(args: argparse.Namespace) -> int:
+    store = open_store(args.store)
+    try:
+        runs = store.list_runs(graph_key=args.graph, status=args.status)
+        rows = [
+            (r.run_id, f"{r.graph_key}@{r.revision}", r.status, r.head_seq, r.output, r.created_at.isoformat(" ", "seconds"))
+            for r in runs
+        ]
+        print(_table(["run", "graph", "status", "head", "output", "created (UTC)"], rows))
+        print(f"\n{len(runs)} run(s) in {store.path}")
+    finally:
+        store.close()
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    store = open_store(args.store)
+    try:
+        r = store.get_run(args.run_id)
+        print(f"run      {r.run_id}")
+        print(f"graph    {r.graph_key}@{r.revision} (digest {r.digest})")
+        print(f"status   {r.status}   head {r.head_seq}   durability {r.durability}")
+        if r.output is not None:
+            print(f"output   {json.dumps(r.output)}")
+        if r.error:
+            print(f"error    {r.error.get('type')}: {r.error.get('message')} (station {r.error.get('node_id')})")
+        cps = store.checkpoints(r.run_id)
+        print("\ncheckpoints")
+        print(
+            _table(
+                ["seq", "parent", "status", "next", "state"],
+                [(c.seq, c.parent_seq, c.status, ", ".join(p.node_id for p in c.next) or "-", c.state) for c in cps],
+                width=args.width,
+            )
+        )
+        if args.events:
+            evs = store.events(r.run_id)
+            print("\nevents")
+            print(
+                _table(
+                    ["seq", "kind", "station", "attempt", "checkpoint", "payload"],
+                    [(e.seq, e.kind, e.node_id, e.attempt, e.checkpoint_seq, e.payload or None) for e in evs],
+                    width=args.width,
+                )
+            )
+    finally:
+        store.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab", description="Inspect a Graph Lab store.")
+    parser.add_argument("--store", default=DEFAULT_PATH, help=f"the DuckDB file (default: {DEFAULT_PATH})")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_runs = sub.add_parser("runs", help="list the runs in the store")
+    p_runs.add_argument("--graph", help="only runs of this graph")
+    p_runs.add_argument("--status", help="only runs with this status")
+    p_runs.set_defaults(func=_runs)
+    p_show = sub.add_parser("show", help="one run: its checkpoints (and events with --events)")
+    p_show.add_argument("run_id")
+    p_show.add_argument("--events", action="store_true", help="also list the run's events")
+    p_show.add_argument("--width", type=int, default=60, help="truncate cells to this many characters")
+    p_show.set_defaults(func=_show)
+    for p in (p_runs, p_show):
+        p.add_argument("--store", default=argparse.SUPPRESS, help="the DuckDB file")
+    args = parser.parse_args(argv)
+    import os
+
+    if args.store != ":memory:" and not os.path.exists(args.store):
+        print(f"error: no store at {args.store}; pass --store PATH (a Graph Lab DuckDB file)", file=sys.stderr)
+        return 2
+    try:
+        return int(args.func(args))
+    except LabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Shared fixtures: labs on a real DuckDB file and in memory, and a small counter graph."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from pydantic_graph import BaseNode, End, GraphRunContext
+
+from lab import Lab, LabGraph
+
+
+@dataclass
+class Counter:
+    count: int = 0
+    seen: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Inc(BaseNode[Counter, None, int]):
+    by: int = 1
+
+    async def run(self, ctx: GraphRunContext[Counter, None]) -> Check:
+        ctx.state.count += self.by
+        ctx.state.seen.append(f"inc{self.by}")
+        return Check()
+
+
+@dataclass
+class Check(BaseNode[Counter, None, int]):
+    limit: int = 6
+
+    async def run(self, ctx: GraphRunContext[Counter, None]) -> Inc | End[int]:
+        if ctx.state.count >= self.limit:
+            return End(ctx.state.count)
+        return Inc(by=2)
+
+
+def declare_counter(lab: Lab, name: str = "counter") -> LabGraph:
+    g = lab.graph(name, state_type=Counter, output_type=int)
+    g.node(Inc)
+    g.node(Check)
+    return g
+
+
+@pytest.fixture
+def db_path(tmp_path) -> str:
+    return os.fspath(tmp_path / "lab.duckdb")
+
+
+@pytest.fixture
+def file_lab(db_path) -> Iterator[Lab]:
+    lab = Lab(db_path)
+    yield lab
+    if not lab.store.closed:
+        lab.close()
+
+
+@pytest.fixture(params=["file", "memory"])
+def lab(request, tmp_path) -> Iterator[Lab]:
+    """Every store-facing test runs against a DuckDB file and against `:memory:`."""
+    lab = Lab(os.fspath(tmp_path / "lab.duckdb")) if request.param == "file" else Lab(":memory:")
+    yield lab
+    if not lab.store.closed:
+        lab.close()
