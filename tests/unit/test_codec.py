@@ -1,0 +1,140 @@
+"""The snapshot codec: anything the declared types admit round-trips; anything else is refused.
+
+Seed 001 "Checkpoint Ownership": node ids resolve only from the declared classes; unknown or
+missing node fields and state that no longer validates fail explicitly, never a silent default.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Literal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+from pydantic_graph import BaseNode, End, GraphRunContext
+
+from lab import CheckpointError
+from lab.codec import SnapshotCodec
+from lab.records import PendingStation
+
+
+class Colour(Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclass
+class Inner:
+    name: str
+    weights: list[float] = field(default_factory=list)
+
+
+@dataclass
+class RichState:
+    count: int = 0
+    label: str = ""
+    tags: list[str] = field(default_factory=list)
+    scores: dict[str, int] = field(default_factory=dict)
+    maybe: int | None = None
+    inner: Inner | None = None
+    colour: Colour = Colour.RED
+    mode: Literal["fast", "slow"] = "fast"
+    when: datetime | None = None
+    pair: tuple[int, str] = (0, "")
+
+
+class ModelState(BaseModel):
+    items: list[int] = []
+    note: str | None = None
+
+
+@dataclass
+class Work(BaseNode[RichState, None, int]):
+    step: int = 0
+    words: list[str] = field(default_factory=list)
+    inner: Inner | None = None
+
+    async def run(self, ctx: GraphRunContext[RichState, None]) -> End[int]:
+        return End(self.step)
+
+
+@dataclass
+class Bare(BaseNode[RichState, None, int]):
+    async def run(self, ctx: GraphRunContext[RichState, None]) -> End[int]:
+        return End(0)
+
+
+text = st.text(max_size=20)
+floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
+inner = st.builds(Inner, name=text, weights=st.lists(floats, max_size=4))
+when = st.datetimes(timezones=st.just(timezone.utc)) | st.none()
+rich_state = st.builds(
+    RichState,
+    count=st.integers(),
+    label=text,
+    tags=st.lists(text, max_size=5),
+    scores=st.dictionaries(text, st.integers(), max_size=4),
+    maybe=st.integers() | st.none(),
+    inner=inner | st.none(),
+    colour=st.sampled_from(Colour),
+    mode=st.sampled_from(["fast", "slow"]),
+    when=when,
+    pair=st.tuples(st.integers(), text),
+)
+work = st.builds(Work, step=st.integers(), words=st.lists(text, max_size=4), inner=inner | st.none())
+
+codec = SnapshotCodec(state_type=RichState, output_type=int, nodes={"Work": Work, "Bare": Bare})
+
+
+@settings(max_examples=150, deadline=None)
+@given(rich_state)
+def test_any_state_round_trips_through_json(state):
+    data = codec.encode_state(state)
+    again = codec.decode_state(json.loads(json.dumps(data)))
+    assert again == state
+
+
+@settings(max_examples=150, deadline=None)
+@given(work)
+def test_any_node_round_trips_through_json(node):
+    station = codec.encode_node(node)
+    wire = json.loads(json.dumps(station.to_json()))
+    again = codec.decode_node(PendingStation(wire["node_id"], wire["fields"]))
+    assert type(again) is Work and again == node
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.builds(ModelState, items=st.lists(st.integers(), max_size=5), note=text | st.none()))
+def test_pydantic_model_state_round_trips(state):
+    c = SnapshotCodec(state_type=ModelState, output_type=int, nodes={})
+    assert c.decode_state(json.loads(json.dumps(c.encode_state(state)))) == state
+
+
+def test_unknown_node_id_names_run_and_seq():
+    with pytest.raises(CheckpointError, match=r"run r1 checkpoint 4: unknown node id 'Gone'"):
+        codec.decode_node(PendingStation("Gone", {}), run_id="r1", seq=4)
+
+
+def test_unknown_and_missing_fields_are_errors_not_defaults():
+    with pytest.raises(CheckpointError, match=r"unknown field\(s\) \['extra'\]"):
+        codec.decode_node(PendingStation("Work", {"step": 1, "words": [], "inner": None, "extra": 1}))
+    with pytest.raises(CheckpointError, match=r"missing field\(s\) \['words'\]"):
+        codec.decode_node(PendingStation("Work", {"step": 1, "inner": None}))
+    with pytest.raises(CheckpointError, match="field 'step' does not validate"):
+        codec.decode_node(PendingStation("Work", {"step": "many", "words": [], "inner": None}))
+
+
+def test_state_that_no_longer_validates_is_a_checkpoint_error():
+    with pytest.raises(CheckpointError, match=r"run r2 checkpoint 7: state no longer validates as RichState: count"):
+        codec.decode_state({"count": "lots"}, run_id="r2", seq=7)
+
+
+def test_output_codec():
+    assert codec.decode_output(codec.encode_output(5)) == 5
+    with pytest.raises(CheckpointError, match="output no longer validates"):
+        codec.decode_output("five")
