@@ -8,7 +8,7 @@ graph only when asked.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, NewType
 
 __all__ = (
@@ -58,7 +58,7 @@ Durability = Literal["step", "batch"]
 
 def utcnow() -> datetime:
     """Timezone-aware now, so stored times compare across machines."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_graph import EndMarker
@@ -22,7 +23,7 @@ from pydantic_graph import EndMarker
 from .engine.loop import run_sync
 from .engine.serial import Stop, drive, node_id_of
 from .errors import RevisionMismatchError, RunStateError
-from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, utcnow
+from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status
 
 if TYPE_CHECKING:
     from .graph import BuiltGraph, LabGraph
@@ -244,7 +245,13 @@ class Run:
     async def aretry(self) -> StepResult:
         if self._status != "failed":
             raise RunStateError(f"run {self.id} is {self._status}, not failed; retry() follows a failure")
-        self._write([self._event_row("retry", node_id=self.next_stations[0], payload={"after": self._error})], sync=True)
+        self._write(
+            [
+                self._event_row("retry", node_id=self.next_stations[0], checkpoint_seq=self._head, payload={"after": self._error}),
+                self.lab.store.update_row(self.id, status="running", head_seq=self._head),
+            ],
+            sync=True,
+        )
         self._status = "running"
         self._error = None
         return await self.astep()
@@ -344,23 +351,29 @@ class Run:
 
     def settled(self, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> None:
         codec = self._built.codec
-        stations = tuple(codec.encode_node(n) for n in successors)
+        stations = [codec.encode_node(n) for n in successors]
         output_json = codec.encode_output(end.value) if end is not None else None
         self._state_json = codec.encode_state(self._state)
         seq = self._next_cp
         status: Status = "done" if end is not None else "running"
-        store = self.lab.store
-        cp = CheckpointRecord(
-            run_id=self.id, seq=seq, parent_seq=self._head, status=status, state=self._state_json, next=stations, output=output_json
-        )
+        cp_row = {
+            "t": "cp",
+            "run_id": self.id,
+            "seq": seq,
+            "parent_seq": self._head,
+            "status": status,
+            "state": self._state_json,
+            "next": [st.to_json() for st in stations],
+            "output": output_json,
+            "created_at": time.time(),
+        }
         ms = round((time.perf_counter() - self._inflight_started) * 1000, 3)
         rows = [
-            store.checkpoint_row(cp),
+            cp_row,
             self._event_row("settled", node_id=node_id, attempt=attempt, checkpoint_seq=seq, payload={"ms": ms, "next": [s.node_id for s in stations]}),
         ]
         if end is not None:
             rows.append(self._event_row("done", node_id=node_id, checkpoint_seq=seq, payload={"output": output_json}))
-        rows.append(store.update_row(self.id, status=status, head_seq=seq, output=output_json))
         self._unflushed += 1
         sync = self.durability == "step" or end is not None or self._unflushed >= self.batch_size
         self._write(rows, sync=sync)
@@ -438,20 +451,34 @@ class Run:
         checkpoint_seq: int | None = None,
         payload: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        ev = EventRecord(
-            run_id=self.id,
-            seq=self._next_ev,
-            kind=kind,  # type: ignore[arg-type]
-            node_id=node_id,
-            attempt=attempt,
-            checkpoint_seq=checkpoint_seq,
-            payload=payload or {},
-            created_at=utcnow(),
-        )
-        self._next_ev += 1
+        """The journal row of the run's next event (built directly: this is the hot path)."""
+        seq = self._next_ev
+        self._next_ev = seq + 1
+        row = {
+            "t": "ev",
+            "run_id": self.id,
+            "seq": seq,
+            "kind": kind,
+            "node_id": node_id,
+            "attempt": attempt,
+            "checkpoint_seq": checkpoint_seq,
+            "payload": payload or {},
+            "created_at": time.time(),
+        }
         if self._observers:
-            self._pending_events.append(ev)
-        return self.lab.store.event_row(ev)
+            self._pending_events.append(
+                EventRecord(
+                    run_id=self.id,
+                    seq=seq,
+                    kind=kind,  # type: ignore[arg-type]
+                    node_id=node_id,
+                    attempt=attempt,
+                    checkpoint_seq=checkpoint_seq,
+                    payload=row["payload"],
+                    created_at=datetime.fromtimestamp(row["created_at"], UTC).replace(tzinfo=None),
+                )
+            )
+        return row
 
     @property
     def _pending_events(self) -> list[EventRecord]:

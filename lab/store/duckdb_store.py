@@ -14,9 +14,10 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
@@ -25,7 +26,7 @@ from ..errors import RunNotFoundError, StoreError, StoreLockedError, StoreQueryE
 from ..manifest import Manifest
 from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, utcnow
 from .journal import Journal
-from .schema import FOLD_STATEMENTS, JOURNAL_COLUMNS, MIGRATIONS, SCHEMA_VERSION
+from .schema import FOLD_STATEMENTS, JOURNAL_SELECT, MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ("DuckDBStore", "open_store", "MEMORY")
 
@@ -37,7 +38,7 @@ _OPEN: dict[str, DuckDBStore] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def open_store(path: str | os.PathLike[str] = MEMORY, *, fsync: bool = False, fold_every: int = 2000) -> DuckDBStore:
+def open_store(path: str | os.PathLike[str] = MEMORY, *, fsync: bool = False, fold_every: int = 20000) -> DuckDBStore:
     """The store for `path`, shared within this process; `":memory:"` gives a private one."""
     spath = os.fspath(path)
     if spath == MEMORY:
@@ -53,11 +54,11 @@ def open_store(path: str | os.PathLike[str] = MEMORY, *, fsync: bool = False, fo
         return store
 
 
-def _ts(value: datetime) -> str:
-    """Naive UTC ISO text: what the TIMESTAMP columns hold."""
-    if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
-    return value.isoformat()
+def _ts(value: datetime) -> float:
+    """Unix seconds: how the journal carries times (the tables hold UTC TIMESTAMPs)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
 
 
 def _loads(value: Any) -> Any:
@@ -67,7 +68,7 @@ def _loads(value: Any) -> Any:
 class DuckDBStore:
     """Graph Lab's store on one DuckDB database (a file, or `:memory:` for tests)."""
 
-    def __init__(self, path: str, *, fsync: bool = False, fold_every: int = 2000):
+    def __init__(self, path: str, *, fsync: bool = False, fold_every: int = 20000):
         self.path = path
         self.fold_every = fold_every
         self.closed = False
@@ -210,14 +211,9 @@ class DuckDBStore:
             if self._journal.pending_lines == 0 and self._journal.size() == 0:
                 return
             con = self._con
-            cols = "{" + ", ".join(f"'{k}': '{v}'" for k, v in JOURNAL_COLUMNS.items()) + "}"
             try:
                 con.execute("BEGIN")
-                con.execute(
-                    "CREATE OR REPLACE TEMP TABLE journal_rows AS SELECT * FROM read_json(?, "
-                    f"format='newline_delimited', columns={cols})",
-                    [self._journal.path],
-                )
+                con.execute("CREATE OR REPLACE TEMP TABLE journal_rows AS " + JOURNAL_SELECT, [self._journal.path])
                 for stmt in FOLD_STATEMENTS:
                     con.execute(stmt)
                 con.execute("DROP TABLE journal_rows")
@@ -249,7 +245,7 @@ class DuckDBStore:
             body = manifest.with_revision(int(nxt)).to_json()
             con.execute(
                 "INSERT INTO graphs VALUES (?, ?, ?, ?, ?)",
-                [manifest.key, int(nxt), manifest.digest, json.dumps(body), _ts(utcnow())],
+                [manifest.key, int(nxt), manifest.digest, json.dumps(body), utcnow().replace(tzinfo=None)],
             )
             return int(nxt)
 
@@ -321,7 +317,7 @@ class DuckDBStore:
             "head_seq": head_seq,
             "output": output,
             "error": error,
-            "updated_at": _ts(utcnow()),
+            "updated_at": time.time(),
         }
 
     # -- reading -------------------------------------------------------------------------

@@ -23,6 +23,8 @@ __all__ = ("Journal", "ReplayReport")
 
 log = logging.getLogger(__name__)
 
+_dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
 
 class ReplayReport:
     """What `Journal.recover` found: complete lines kept and bytes of a torn tail dropped."""
@@ -77,14 +79,15 @@ class Journal:
 
     def encode(self, rows: Iterable[dict[str, Any]]) -> bytes:
         """Number the rows and mark the last one as the end of its transaction."""
-        rows = list(rows)
+        if not isinstance(rows, list):
+            rows = list(rows)
         parts = []
         for i, row in enumerate(rows):
             row["j"] = self._next_j
             self._next_j += 1
             if i == len(rows) - 1:
                 row["end"] = True
-            parts.append(json.dumps(row, separators=(",", ":"), default=str))
+            parts.append(_dumps(row))
         parts.append("")
         return "\n".join(parts).encode()
 

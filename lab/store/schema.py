@@ -84,7 +84,7 @@ JOURNAL_COLUMNS: dict[str, str] = {
     "state": "JSON",
     "next": "JSON",
     "output": "JSON",
-    "created_at": "TIMESTAMP",
+    "created_at": "DOUBLE",
     "kind": "VARCHAR",
     "node_id": "VARCHAR",
     "attempt": "BIGINT",
@@ -96,10 +96,22 @@ JOURNAL_COLUMNS: dict[str, str] = {
     "head_seq": "BIGINT",
     "durability": "VARCHAR",
     "error": "JSON",
-    "updated_at": "TIMESTAMP",
+    "updated_at": "DOUBLE",
     "parent_run_id": "VARCHAR",
 }
-"""Every column a journal line may carry; `t` says which table the line belongs to."""
+"""Every column a journal line may carry; `t` says which table the line belongs to.
+
+Times travel as Unix seconds (cheap to take per boundary) and become UTC TIMESTAMPs on fold."""
+
+JOURNAL_SELECT = (
+    "SELECT * REPLACE ("
+    "make_timestamp(CAST(round(created_at * 1000000) AS BIGINT)) AS created_at, "
+    "make_timestamp(CAST(round(updated_at * 1000000) AS BIGINT)) AS updated_at) "
+    "FROM read_json(?, format='newline_delimited', columns={"
+    + ", ".join(f"'{k}': '{v}'" for k, v in JOURNAL_COLUMNS.items())
+    + "})"
+)
+"""Reads the journal file into rows shaped like the tables."""
 
 FOLD_STATEMENTS: list[str] = [
     """
@@ -122,10 +134,18 @@ FOLD_STATEMENTS: list[str] = [
     UPDATE runs SET status = u.status, head_seq = u.head_seq, output = u.output, error = u.error,
                     updated_at = u.updated_at
     FROM (
-        SELECT * FROM journal_rows WHERE t = 'upd'
+        SELECT run_id, status,
+               CASE WHEN t = 'cp' THEN seq ELSE head_seq END AS head_seq,
+               output,
+               CASE WHEN t = 'cp' THEN NULL ELSE error END AS error,
+               coalesce(updated_at, created_at) AS updated_at
+        FROM journal_rows WHERE t IN ('upd', 'cp')
         QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY j DESC) = 1
     ) AS u
     WHERE runs.run_id = u.run_id
     """,
 ]
-"""Fold journal lines into the tables. Idempotent: replaying lines already folded changes nothing."""
+"""Fold journal lines into the tables. Idempotent: replaying lines already folded changes nothing.
+
+A checkpoint line also moves its run's head and status (it is the new head by construction), so
+a settled boundary costs three journal lines: entered, checkpoint, settled."""

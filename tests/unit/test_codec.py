@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from typing import Literal
 
@@ -72,7 +72,7 @@ class Bare(BaseNode[RichState, None, int]):
 text = st.text(max_size=20)
 floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
 inner = st.builds(Inner, name=text, weights=st.lists(floats, max_size=4))
-when = st.datetimes(timezones=st.just(timezone.utc)) | st.none()
+when = st.datetimes(timezones=st.just(UTC)) | st.none()
 rich_state = st.builds(
     RichState,
     count=st.integers(),
