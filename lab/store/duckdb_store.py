@@ -8,6 +8,7 @@ path again shares it (a notebook re-runs its cells).
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -52,6 +53,19 @@ def open_store(path: str | os.PathLike[str] = MEMORY, *, fsync: bool = False, fo
         store = DuckDBStore(real, fsync=fsync, fold_every=fold_every)
         _OPEN[real] = store
         return store
+
+
+@atexit.register
+def _close_all_at_exit() -> None:
+    """A script that ends without `lab.close()` still gets its buffered boundaries folded."""
+    for store in list(_OPEN.values()):
+        try:
+            with store._lock:
+                if not store.closed:
+                    store._refs = 1
+                    store.close()
+        except Exception:  # pragma: no cover - best effort at interpreter exit
+            log.exception("could not close the store %s at exit", store.path)
 
 
 def _ts(value: datetime) -> float:
