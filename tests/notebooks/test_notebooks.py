@@ -1,0 +1,144 @@
+"""Every notebook in notebooks/ runs top to bottom on a fresh kernel, and is stored clean.
+
+The kernel is this interpreter (`sys.executable`, the venv's python, where `lab` is installed
+editable) started from a throwaway kernelspec, so a stray user-level `python3` kernelspec cannot
+send the notebooks to another Python. Each notebook runs with a fresh temporary directory as its
+working directory, so `Lab()`'s default store `.graphlab/lab.duckdb` lands there, not in the repo.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+from nbformat.v4 import new_code_cell, new_notebook
+
+from lab import RevisionMismatchError
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+KERNEL_NAME = "python3"
+CELL_TIMEOUT = 120
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def kernel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A kernelspec directory holding one `python3` kernel that runs this very interpreter."""
+    root = tmp_path_factory.mktemp("kernels")
+    spec = root / KERNEL_NAME
+    spec.mkdir()
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": f"Python 3 ({sys.executable})",
+                "language": "python",
+            }
+        )
+    )
+    return root
+
+
+def execute(nb: nbformat.NotebookNode, cwd: Path, kernel_dir: Path) -> nbformat.NotebookNode:
+    km = AsyncKernelManager(
+        kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)])
+    )
+    client = NotebookClient(
+        nb,
+        km=km,
+        kernel_name=KERNEL_NAME,
+        timeout=CELL_TIMEOUT,
+        allow_errors=False,
+        resources={"metadata": {"path": str(cwd)}},
+    )
+    # cleanup_kc: nbclient owns only the kernels it creates; this one must be shut down and its
+    # channels closed too, or the kernel outlives the test and its zmq sockets leak.
+    client.execute(cwd=str(cwd), cleanup_kc=True)
+    assert not km.has_kernel
+    return nb
+
+
+def test_kernel_is_this_python_and_imports_lab(tmp_path: Path, kernel_dir: Path) -> None:
+    probe = new_notebook(
+        cells=[
+            new_code_cell(
+                "import json, os, sys, lab\n"
+                "print(json.dumps({'exe': sys.executable, 'lab': lab.__file__, 'cwd': os.getcwd()}))"
+            )
+        ]
+    )
+    execute(probe, tmp_path, kernel_dir)
+    out = json.loads(probe.cells[0].outputs[0]["text"])
+    assert Path(out["exe"]).resolve() == Path(sys.executable).resolve()
+    assert Path(out["lab"]).resolve().is_relative_to(REPO / "lab"), out["lab"]
+    assert Path(out["cwd"]).resolve() == tmp_path.resolve()
+
+
+def test_there_are_notebooks() -> None:
+    assert NOTEBOOKS, f"no notebooks found in {REPO / 'notebooks'}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_is_stored_without_outputs(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    dirty = [
+        i
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count") is not None)
+    ]
+    assert not dirty, f"{path.name}: code cells {dirty} have stored outputs or execution counts; clear them"
+    assert nb.metadata.get("kernelspec", {}).get("name") == KERNEL_NAME
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_runs_top_to_bottom(path: Path, tmp_path: Path, kernel_dir: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    execute(nb, tmp_path, kernel_dir)  # raises CellExecutionError on the first failing cell
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"
+    ]
+    assert not errors
+
+
+QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=RevisionMismatchError,
+    reason="lab.manifest.source_fingerprint hashes repr(cls._abc_impl), a memory address, for classes "
+    "defined in notebook cells, so the re-run cells get a new revision and resume raises "
+    "RevisionMismatchError; drop this marker once it is fixed",
+)
+def test_quickstart_run_resumes_after_kernel_restart(tmp_path: Path, kernel_dir: Path) -> None:
+    """The quickstart's promise: restart, re-run the defining cells, `lab.resume(run_id)` goes on."""
+    code = [c for c in nbformat.read(QUICKSTART, as_version=4).cells if c.cell_type == "code"]
+    start = next(i for i, c in enumerate(code) if "g.start(" in c.source)
+    defining = [c.source for c in code[:start]]
+
+    first = new_notebook(cells=[new_code_cell(s) for s in defining])
+    first.cells.append(new_code_cell(code[start].source + "\nrun.step(); run.step()\nprint(run.id)"))
+    execute(first, tmp_path, kernel_dir)
+    run_id = first.cells[-1].outputs[-1]["text"].strip()
+
+    second = new_notebook(cells=[new_code_cell(s) for s in defining])
+    second.cells.append(
+        new_code_cell(f"run = lab.resume({run_id!r})\nrun.run()\nprint(run.status, run.output, run.head)")
+    )
+    try:
+        execute(second, tmp_path, kernel_dir)
+    except CellExecutionError as exc:
+        if exc.ename == "RevisionMismatchError":
+            raise RevisionMismatchError(str(exc)) from exc
+        raise
+    assert second.cells[-1].outputs[-1]["text"].split() == ["done", "6", "6"]
