@@ -4,6 +4,7 @@ Every checkpoint and event of a run is kept in DuckDB, so a run survives a kerne
 and its history can be queried with SQL.
 """
 
+from .diff import Change, StateDiff
 from .errors import (
     CheckpointError,
     GraphDefinitionError,
@@ -12,6 +13,7 @@ from .errors import (
     RunNotFoundError,
     RunStateError,
     StateContractError,
+    StateEditError,
     StoreError,
     StoreLockedError,
     StoreQueryError,
@@ -20,6 +22,7 @@ from .errors import (
     UnsupportedTopologyError,
 )
 from .graph import BuiltGraph, LabGraph
+from .history import Checkpoint
 from .lab import DEFAULT_PATH, Lab, current_lab
 from .manifest import Manifest, Station
 from .records import CheckpointRecord, EventRecord, PendingStation, RunRecord, Status
@@ -35,6 +38,9 @@ __all__ = (
     "current_lab",
     "DEFAULT_PATH",
     # records
+    "Checkpoint",
+    "StateDiff",
+    "Change",
     "Manifest",
     "Station",
     "RunRecord",
@@ -47,6 +53,7 @@ __all__ = (
     "GraphDefinitionError",
     "UnsupportedTopologyError",
     "StateContractError",
+    "StateEditError",
     "RevisionMismatchError",
     "UndeclaredTransitionError",
     "CheckpointError",

@@ -15,6 +15,7 @@ __all__ = (
     "RevisionMismatchError",
     "UndeclaredTransitionError",
     "CheckpointError",
+    "StateEditError",
     "RunStateError",
     "RunNotFoundError",
     "StoreError",
@@ -58,6 +59,10 @@ class CheckpointError(LabError, ValueError):
         super().__init__(where + message)
         self.run_id = run_id
         self.seq = seq
+
+
+class StateEditError(LabError, ValueError):
+    """An edited (or forked) state does not validate against the declared state type."""
 
 
 class RunStateError(LabError, RuntimeError):

@@ -196,7 +196,13 @@ def _build(g: LabGraph) -> BuiltGraph:
         for node_id, cls in g._nodes.items()
     )
     schema_id = hashlib.sha256(codec.schema_id().encode()).hexdigest()[:16]
-    manifest = Manifest(key=g.name, stations=stations, edges=tuple(sorted(set(edges))), schema_id=schema_id)
+    manifest = Manifest(
+        key=g.name,
+        stations=stations,
+        edges=tuple(sorted(set(edges))),
+        schema_id=schema_id,
+        state_type=_qualname(g.state_type),
+    )
     revision = g.lab.store.register_graph(manifest)
     return BuiltGraph(
         key=g.name,
@@ -210,12 +216,16 @@ def _build(g: LabGraph) -> BuiltGraph:
     )
 
 
+def _qualname(tp: Any) -> str:
+    return f"{getattr(tp, '__module__', '')}.{getattr(tp, '__qualname__', repr(tp))}"
+
+
 def _return_targets(g: LabGraph, node_id: str, cls: type) -> list[Any]:
     """The declared classes (and End) a node's `run` return hint names."""
     run = getattr(cls, "run", None)
     localns = dict(g._nodes)
     try:
-        hints = get_type_hints(run, globalns=getattr(run, "__globals__", None), localns=localns, include_extras=True)
+        hints = _return_hint(run, localns)
     except NameError as exc:
         raise GraphDefinitionError(
             f"node {node_id}: its run() return hint names {exc.name!r}, which is not defined; "
@@ -258,6 +268,16 @@ def _return_targets(g: LabGraph, node_id: str, cls: type) -> list[Any]:
                 "list the node classes it may return"
             )
     return out
+
+
+def _return_hint(run: Any, localns: dict[str, Any]) -> dict[str, Any]:
+    """Resolve only `run`'s return annotation: parameter hints may name types we never need."""
+    raw = getattr(run, "__annotations__", {}).get("return", inspect.Signature.empty)
+    if raw is inspect.Signature.empty:
+        return {}
+    holder = lambda: None  # noqa: E731 - a function whose only annotation is the return hint
+    holder.__annotations__ = {"return": raw}
+    return get_type_hints(holder, globalns=getattr(run, "__globals__", None), localns=localns, include_extras=True)
 
 
 def _union_args(tp: Any) -> tuple[Any, ...]:

@@ -8,7 +8,14 @@ from typing import Any
 
 import duckdb
 
-from .errors import GraphDefinitionError, RevisionMismatchError, RunStateError
+from .diff import StateDiff, diff_json
+from .errors import (
+    CheckpointError,
+    GraphDefinitionError,
+    RevisionMismatchError,
+    RunStateError,
+    StateEditError,
+)
 from .graph import LabGraph
 from .manifest import Manifest
 from .records import Durability, EventRecord, RunRecord
@@ -120,8 +127,6 @@ class Lab:
         codec = built.codec
         head = self.store.checkpoint(run_id, rec.head_seq) if rec.head_seq is not None else None
         if head is None:
-            from .errors import CheckpointError
-
             raise CheckpointError("the run's head checkpoint is missing from the store", run_id=run_id, seq=rec.head_seq)
         state = codec.decode_state(head.state, run_id=run_id, seq=head.seq)
         pending = [codec.decode_node(p, run_id=run_id, seq=head.seq) for p in head.next]
@@ -147,6 +152,57 @@ class Lab:
             run._write(rows, sync=True)
         self._live[run_id] = run
         return run
+
+    def lineage(self, run_id: str) -> list[RunRecord]:
+        """The run's family: ancestors root first, the run, then every fork descended from it."""
+        return self.store.family(run_id)
+
+    def diff(self, left: tuple[Any, int], right: tuple[Any, int]) -> StateDiff:
+        """Difference of two checkpoints, also across runs: `lab.diff((run1, 3), (run2, 8))`."""
+        sides = []
+        for run, seq in (left, right):
+            run_id = run.id if isinstance(run, Run) else str(run)
+            rec = self.store.get_run(run_id)
+            cp = self.store.checkpoint(run_id, seq)
+            if cp is None:
+                raise CheckpointError(f"no checkpoint {seq} in this run", run_id=run_id)
+            manifest = self.store.manifest(rec.graph_key, rec.revision)
+            sides.append((run_id, seq, cp.state, manifest.state_type if manifest else ""))
+        (a_id, a_seq, a_state, a_type), (b_id, b_seq, b_state, b_type) = sides
+        if a_type != b_type:
+            raise StateEditError(
+                f"cannot diff states of different types: {a_id}@{a_seq} holds {a_type or '?'}, "
+                f"{b_id}@{b_seq} holds {b_type or '?'}"
+            )
+        return diff_json(a_state, b_state, left=f"{a_id}@{a_seq}", right=f"{b_id}@{b_seq}")
+
+    def prune(self, run_id: str, *, keep: str | int = "head") -> int:
+        """Delete checkpoints of a finished run: all but the head (`keep="head"`), or all but the
+        last `keep` of the current branch. Returns how many were deleted. Events stay."""
+        rec = self._terminal(run_id, "prune")
+        if keep == "head":
+            kept = [rec.head_seq]
+        elif isinstance(keep, int) and not isinstance(keep, bool) and keep >= 1:
+            kept = self.store.branch(run_id, rec.head_seq)[-keep:]
+        else:
+            raise ValueError(f"keep must be 'head' or a positive number of checkpoints, got {keep!r}")
+        return self.store.delete_checkpoints(run_id, [k for k in kept if k is not None])
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete a finished run with its checkpoints and events."""
+        self._terminal(run_id, "delete")
+        self.store.delete_run(run_id)
+        self._live.pop(run_id, None)
+
+    def _terminal(self, run_id: str, action: str) -> RunRecord:
+        rec = self.store.get_run(run_id)
+        live = self._live.get(run_id)
+        if rec.status not in ("done", "failed", "cancelled") or (live is not None and live._busy.locked()):
+            raise RunStateError(
+                f"cannot {action} run {run_id}: it is {rec.status}; deleting checkpoints needs a finished run "
+                "(done, failed or cancelled — seed 001). Cancel it first with run.cancel()"
+            )
+        return rec
 
     def events(self, run_id: str) -> list[EventRecord]:
         return self.store.events(run_id)

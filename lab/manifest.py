@@ -56,6 +56,8 @@ class Manifest:
     stations: tuple[Station, ...]
     edges: tuple[tuple[str, str], ...]
     schema_id: str
+    state_type: str = ""
+    """The declared state type's qualified name (diffs refuse to compare different types)."""
     engine: str = "serial"
     revision: int | None = None
     digest: str = field(default="", compare=False)
@@ -100,6 +102,7 @@ class Manifest:
             "revision": self.revision,
             "engine": self.engine,
             "schema_id": self.schema_id,
+            "state_type": self.state_type,
             "stations": [
                 {
                     "node_id": s.node_id,
@@ -121,6 +124,7 @@ class Manifest:
             revision=data.get("revision"),
             engine=data.get("engine", "serial"),
             schema_id=data["schema_id"],
+            state_type=data.get("state_type", ""),
             stations=tuple(
                 Station(s["node_id"], s["kind"], s["qualname"], tuple(s["fields"]), s["source_hash"])
                 for s in data["stations"]

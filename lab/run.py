@@ -13,7 +13,8 @@ import secrets
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,6 +24,7 @@ from pydantic_graph import EndMarker
 from .engine.loop import run_sync
 from .engine.serial import Stop, drive, node_id_of
 from .errors import RevisionMismatchError, RunStateError
+from .history import TimeTravel
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status
 
 if TYPE_CHECKING:
@@ -66,7 +68,7 @@ class StepResult:
         return "<StepResult " + "; ".join(bits) + ">"
 
 
-class Run:
+class Run(TimeTravel):
     """Step, run, retry or cancel one run; read its history and events."""
 
     def __init__(
@@ -204,10 +206,6 @@ class Run:
     def revision(self) -> int:
         return self._built.revision
 
-    def history(self) -> list[CheckpointRecord]:
-        """The run's checkpoints, oldest first."""
-        return self.lab.store.checkpoints(self.id)
-
     def events(self, kind: str | None = None) -> list[EventRecord]:
         """Everything observed during the run, in order; `kind` filters (say `"failed"`)."""
         return self.lab.store.events(self.id, kind=kind)
@@ -275,6 +273,18 @@ class Run:
                 self._finish_cancel(node_id=None, attempt=None)
             finally:
                 self._busy.release()
+
+    @contextmanager
+    def _exclusive(self, action: str) -> Iterator[None]:
+        """Hold the run while changing its head, so no station runs meanwhile."""
+        if not self._busy.acquire(blocking=False):
+            raise RunStateError(
+                f"run {self.id} is running in another task; pause it (run.pause()) or wait before you {action} it"
+            )
+        try:
+            yield
+        finally:
+            self._busy.release()
 
     # -- the engine's driver -------------------------------------------------------------
 

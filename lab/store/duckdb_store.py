@@ -419,6 +419,93 @@ class DuckDBStore:
         except duckdb.Error as exc:
             raise StoreQueryError(f"SQL error: {str(exc).strip()}") from None
 
+    def branch(self, run_id: str, head: int) -> list[int]:
+        """The sequence numbers from the root to `head`, following parent links."""
+        with self._reading() as con:
+            pairs = con.execute("SELECT seq, parent_seq FROM checkpoints WHERE run_id = ?", [run_id]).fetchall()
+        parent = dict(pairs)
+        path: list[int] = []
+        seq: int | None = head
+        while seq is not None and seq in parent and len(path) <= len(parent):
+            path.append(seq)
+            seq = parent[seq]
+        path.reverse()
+        return path
+
+    def checkpoints_in(self, run_id: str, seqs: Sequence[int]) -> list[CheckpointRecord]:
+        """The checkpoints with these sequence numbers, in the order given."""
+        if not seqs:
+            return []
+        with self._reading() as con:
+            rows = con.execute(
+                f"SELECT {_CP_COLS} FROM checkpoints WHERE run_id = ? AND seq IN (SELECT unnest(?::BIGINT[]))",
+                [run_id, list(seqs)],
+            ).fetchall()
+        by_seq = {int(r[1]): r for r in rows}
+        return [_checkpoint_record(by_seq[s]) for s in seqs if s in by_seq]
+
+    def delete_checkpoints(self, run_id: str, keep: Sequence[int]) -> int:
+        """Delete a run's checkpoints except `keep`; returns how many went. Callers check terminality."""
+        with self._reading() as con:
+            n = con.execute(
+                "SELECT count(*) FROM checkpoints WHERE run_id = ? AND seq NOT IN (SELECT unnest(?::BIGINT[]))",
+                [run_id, list(keep)],
+            ).fetchone()[0]
+            con.execute("BEGIN")
+            try:
+                con.execute(
+                    "DELETE FROM checkpoints WHERE run_id = ? AND seq NOT IN (SELECT unnest(?::BIGINT[]))",
+                    [run_id, list(keep)],
+                )
+                con.execute("COMMIT")
+            except duckdb.Error as exc:
+                con.execute("ROLLBACK")
+                raise StoreError(f"cannot prune run {run_id}: {str(exc).splitlines()[0]}") from None
+        return int(n)
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete a run with its checkpoints and events. Callers check terminality."""
+        with self._reading() as con:
+            con.execute("BEGIN")
+            try:
+                for table in ("checkpoints", "events", "runs"):
+                    con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+                con.execute("COMMIT")
+            except duckdb.Error as exc:
+                con.execute("ROLLBACK")
+                raise StoreError(f"cannot delete run {run_id}: {str(exc).splitlines()[0]}") from None
+
+    def family(self, run_id: str) -> list[RunRecord]:
+        """The run's lineage: its ancestors (root first), itself, then every descendant."""
+        with self._reading() as con:
+            rows = con.execute(f"SELECT {_RUN_COLS} FROM runs WHERE run_id = ? OR parent_run_id IS NOT NULL", [run_id]).fetchall()
+        recs = {r[0]: _run_record(r) for r in rows}
+        if run_id not in recs:
+            raise RunNotFoundError(f"no run {run_id!r} in the store {self.path}; lab.runs() lists the runs it holds")
+        chain = [recs[run_id]]
+        while chain[0].parent_run_id is not None:
+            parent = recs.get(chain[0].parent_run_id) or self._run_or_none(chain[0].parent_run_id)
+            if parent is None:
+                break
+            chain.insert(0, parent)
+        children: dict[str, list[RunRecord]] = {}
+        for rec in recs.values():
+            if rec.parent_run_id is not None:
+                children.setdefault(rec.parent_run_id, []).append(rec)
+        out = list(chain)
+        queue = [run_id]
+        while queue:
+            for child in sorted(children.get(queue.pop(0), []), key=lambda r: r.run_id):
+                out.append(child)
+                queue.append(child.run_id)
+        return out
+
+    def _run_or_none(self, run_id: str) -> RunRecord | None:
+        try:
+            return self.get_run(run_id)
+        except RunNotFoundError:
+            return None
+
     def table_snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of every table, for tests that prove a refused action changed nothing."""
         out = {}

@@ -1,0 +1,309 @@
+"""Time travel on a run: the checkpoint tree, state at any checkpoint, rewind, edits, forks, diffs.
+
+Nothing here deletes: a rewind moves the head and the next step starts a new branch; an edit
+writes a new checkpoint; a fork makes a new run with lineage. Rewinding does not undo side
+effects a station already performed (seeds 000 and 002): the rewind event lists the stations
+whose effects may repeat.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from .diff import StateDiff, diff_json
+from .errors import CheckpointError, GraphDefinitionError, RunStateError, StateEditError
+from .records import CheckpointRecord, EventRecord, RunRecord
+
+if TYPE_CHECKING:
+    from .graph import BuiltGraph
+    from .run import Run
+
+__all__ = ("TimeTravel", "Checkpoint")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One checkpoint, decoded: state and next nodes as objects, with the events that led to it."""
+
+    run_id: str
+    seq: int
+    parent_seq: int | None
+    status: str
+    state: Any
+    next: tuple[Any, ...]
+    output: Any
+    created_at: datetime
+    events: tuple[EventRecord, ...]
+
+    @property
+    def next_stations(self) -> tuple[str, ...]:
+        return tuple(type(n).get_node_id() for n in self.next)
+
+
+_LED_TO = {"started", "settled", "edited", "fork", "done"}
+
+
+class TimeTravel:
+    """Mixed into `Run`: history, state_at, checkpoint, rewind, edit_state, fork, diff."""
+
+    def history(self: Run, *, all_branches: bool = False) -> list[CheckpointRecord]:  # type: ignore[misc]
+        """The checkpoints of the current branch, root to head; or the whole tree, by seq."""
+        store = self.lab.store
+        if all_branches:
+            return store.checkpoints(self.id)
+        if self._head is None:
+            return []
+        return store.checkpoints_in(self.id, store.branch(self.id, self._head))
+
+    def _record(self: Run, seq: int) -> CheckpointRecord:  # type: ignore[misc]
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise TypeError(f"a checkpoint is named by its sequence number (an int), got {seq!r}")
+        rec = self.lab.store.checkpoint(self.id, seq)
+        if rec is None:
+            last = self._next_cp - 1
+            raise CheckpointError(
+                f"no checkpoint {seq} in this run (it has 0..{last}); run.history(all_branches=True) lists them",
+                run_id=self.id,
+            )
+        return rec
+
+    def state_at(self: Run, seq: int) -> Any:  # type: ignore[misc]
+        """The validated state object at checkpoint `seq`."""
+        rec = self._record(seq)
+        return self._built.codec.decode_state(rec.state, run_id=self.id, seq=seq)
+
+    def checkpoint(self: Run, seq: int) -> Checkpoint:  # type: ignore[misc]
+        """Checkpoint `seq` decoded, with its next stations, status, time and the events that led to it."""
+        rec = self._record(seq)
+        codec = self._built.codec
+        events = tuple(
+            e for e in self.lab.store.events(self.id) if e.checkpoint_seq == seq and e.kind in _LED_TO
+        )
+        return Checkpoint(
+            run_id=self.id,
+            seq=seq,
+            parent_seq=rec.parent_seq,
+            status=rec.status,
+            state=codec.decode_state(rec.state, run_id=self.id, seq=seq),
+            next=tuple(codec.decode_node(p, run_id=self.id, seq=seq) for p in rec.next),
+            output=codec.decode_output(rec.output, run_id=self.id) if rec.status == "done" else None,
+            created_at=rec.created_at,
+            events=events,
+        )
+
+    def rewind(self: Run, seq: int) -> Run:  # type: ignore[misc]
+        """Move the head to checkpoint `seq`; the next step starts a new branch from there."""
+        with self._exclusive("rewind"):
+            rec = self._record(seq)
+            codec = self._built.codec
+            state = codec.decode_state(rec.state, run_id=self.id, seq=seq)
+            pending = [codec.decode_node(p, run_id=self.id, seq=seq) for p in rec.next]
+            store = self.lab.store
+            old_head = self._head
+            abandoned = [s for s in store.branch(self.id, old_head) if s not in set(store.branch(self.id, seq))] if old_head is not None else []
+            may_repeat = [
+                e.node_id for e in store.events(self.id, kind="settled") if e.checkpoint_seq in set(abandoned)
+            ]
+            status = rec.status if rec.status in ("created", "running", "done") else "running"
+            self._write(
+                [
+                    self._event_row(
+                        "rewind",
+                        checkpoint_seq=seq,
+                        payload={
+                            "from": old_head,
+                            "to": seq,
+                            "status_before": self._status,
+                            "may_repeat_effects_of": may_repeat,
+                        },
+                    ),
+                    store.update_row(self.id, status=status, head_seq=seq, output=rec.output if status == "done" else None),
+                ],
+                sync=True,
+            )
+            self._head = seq
+            self._state, self._state_json, self._pending = state, rec.state, pending
+            self._status = status  # type: ignore[assignment]
+            self._error = None
+            self._output_json = rec.output if status == "done" else None
+            self._output = codec.decode_output(rec.output, run_id=self.id) if status == "done" else None
+        return self
+
+    def edit_state(self: Run, update: Callable[[Any], Any] | None = None, /, **fields: Any) -> CheckpointRecord:  # type: ignore[misc]
+        """Write a new checkpoint (parent: the head) with an edited, validated state.
+
+        Pass a function of the current state (`lambda s: replace(s, count=0)`) or fields
+        (`count=0`). A state that does not validate is refused with pydantic's message and
+        nothing is written.
+        """
+        if (update is None) == (not fields):
+            raise TypeError("edit_state takes a function of the state or field=value keywords (one of them)")
+        with self._exclusive("edit the state of"):
+            codec = self._built.codec
+            if self._status in ("done", "cancelled"):
+                raise RunStateError(
+                    f"run {self.id} is {self._status}; rewind to an earlier checkpoint (run.rewind(seq)) or fork it, then edit"
+                )
+            current = codec.decode_state(self._state_json, run_id=self.id, seq=self._head)
+            if update is not None:
+                candidate = _plain(update(copy.deepcopy(current)))
+            else:
+                base = _plain(current)
+                if not isinstance(base, dict):
+                    raise StateEditError(
+                        f"state of type {type(current).__qualname__} has no fields to set; pass a function instead"
+                    )
+                unknown = sorted(set(fields) - set(base))
+                if unknown:
+                    raise StateEditError(
+                        f"state {type(current).__qualname__} has no field(s) {unknown}; its fields are {sorted(base)}"
+                    )
+                candidate = {**base, **fields}
+            try:
+                new_state = codec._state.validate_python(candidate)
+            except ValidationError as exc:
+                raise StateEditError(f"the edited state does not validate, nothing was written:\n{exc}") from None
+            new_json = codec.encode_state(new_state)
+            change = diff_json(self._state_json, new_json, left=f"{self._head}", right="edit")
+            seq = self._next_cp
+            store = self.lab.store
+            status = self._status if self._status in ("created", "running") else "running"
+            cp = CheckpointRecord(
+                run_id=self.id,
+                seq=seq,
+                parent_seq=self._head,
+                status=status,  # type: ignore[arg-type]
+                state=new_json,
+                next=tuple(codec.encode_node(n) for n in self._pending),
+            )
+            self._write(
+                [
+                    store.checkpoint_row(cp),
+                    self._event_row("edited", checkpoint_seq=seq, payload={"parent": self._head, "diff": change.to_json()}),
+                ],
+                sync=True,
+            )
+            self._next_cp = seq + 1
+            self._head = seq
+            self._state, self._state_json = new_state, new_json
+            self._status = status  # type: ignore[assignment]
+            self._error = None
+        return cp
+
+    def fork(self: Run, seq: int | None = None, *, state: Any = None, revision: int | str | None = None) -> Run:  # type: ignore[misc]
+        """A new run whose first checkpoint copies `seq` (default: the head), with lineage.
+
+        `revision="current"` moves the fork onto the graph as defined now: fix a node's code in a
+        cell and re-run from the middle. `state=` replaces the copied state (validated).
+        """
+        from .run import Run, new_run_id
+
+        seq = self._head if seq is None else seq
+        assert seq is not None
+        rec = self._record(seq)
+        target = self._fork_target(revision)
+        codec = target.codec
+        try:
+            pending = [codec.decode_node(p, run_id=self.id, seq=seq) for p in rec.next]
+        except CheckpointError as exc:
+            missing = [p.node_id for p in rec.next if p.node_id not in target.nodes]
+            if missing:
+                raise GraphDefinitionError(
+                    f"cannot fork run {self.id} at checkpoint {seq} onto {target.key}@{target.revision}: that "
+                    f"revision lacks the pending station(s) {missing}; declare them again or fork from another checkpoint"
+                ) from None
+            raise GraphDefinitionError(
+                f"cannot fork run {self.id} at checkpoint {seq} onto {target.key}@{target.revision}: {exc}"
+            ) from None
+        if state is None:
+            new_state = codec.decode_state(rec.state, run_id=self.id, seq=seq)
+        else:
+            try:
+                new_state = codec._state.validate_python(_plain(state))
+            except ValidationError as exc:
+                raise StateEditError(f"the fork's state does not validate, nothing was written:\n{exc}") from None
+        codec.check_contract(new_state)
+        state_json = codec.encode_state(new_state)
+        status = "done" if rec.status == "done" else ("created" if rec.status == "created" else "running")
+        child_id = new_run_id()
+        store = self.lab.store
+        child = RunRecord(
+            run_id=child_id,
+            graph_key=target.key,
+            revision=target.revision,
+            digest=target.manifest.digest,
+            status=status,  # type: ignore[arg-type]
+            head_seq=0,
+            durability=self.durability,
+            output=rec.output if status == "done" else None,
+            parent_run_id=self.id,
+            parent_seq=seq,
+        )
+        cp = CheckpointRecord(
+            run_id=child_id,
+            seq=0,
+            parent_seq=None,
+            status=status,  # type: ignore[arg-type]
+            state=state_json,
+            next=tuple(codec.encode_node(n) for n in pending),
+            output=rec.output if status == "done" else None,
+        )
+        fork_payload = {"parent_run": self.id, "parent_seq": seq, "revision": target.revision, "state_edited": state is not None}
+        child_event = EventRecord(run_id=child_id, seq=0, kind="fork", checkpoint_seq=0, payload=fork_payload)
+        store.write(
+            [
+                store.run_row(child),
+                store.checkpoint_row(cp),
+                store.event_row(child_event),
+                self._event_row("fork", checkpoint_seq=seq, payload={"child_run": child_id, "revision": target.revision}),
+            ]
+        )
+        run = Run(
+            self.lab,
+            self.graph,
+            target,
+            child,
+            state=new_state,
+            deps=self._deps,
+            pending=pending,
+            state_json=state_json,
+            next_cp=1,
+            next_ev=1,
+            batch_size=self.batch_size,
+        )
+        self.lab._live[child_id] = run
+        return run
+
+    def diff(self: Run, a: int, b: int) -> StateDiff:  # type: ignore[misc]
+        """Field-by-field difference of the states at checkpoints `a` and `b`."""
+        ra, rb = self._record(a), self._record(b)
+        return diff_json(ra.state, rb.state, left=f"{self.id}@{a}", right=f"{self.id}@{b}")
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _fork_target(self: Run, revision: int | str | None) -> BuiltGraph:  # type: ignore[misc]
+        if revision is None or revision == self._built.revision:
+            return self._built
+        current = self.graph.build()
+        if revision == "current" or revision == current.revision:
+            return current
+        raise GraphDefinitionError(
+            f"can fork onto the run's own revision ({self._built.revision}) or the graph as defined now "
+            f"(revision='current', {current.revision}); got {revision!r}"
+        )
+
+
+def _plain(value: Any) -> Any:
+    """A state object as something pydantic validates afresh (not an instance it would trust)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, BaseModel):
+        return dict(value)
+    return value
