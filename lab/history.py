@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from pydantic import BaseModel, ValidationError
 
@@ -24,8 +24,58 @@ from .records import CheckpointRecord, EventRecord, RunRecord
 if TYPE_CHECKING:
     from .graph import BuiltGraph
     from .run import Run
+    from .store import DuckDBStore
 
-__all__ = ("TimeTravel", "Checkpoint")
+__all__ = ("TimeTravel", "Checkpoint", "History")
+
+
+class History(Sequence[CheckpointRecord]):
+    """The checkpoints of a branch (or a whole run), oldest first, read from the store in pages.
+
+    Listing a 100,000-checkpoint branch only walks the parent links; each checkpoint's JSON
+    is read and parsed when that part of the history is looked at.
+    """
+
+    _PAGE = 1000
+
+    def __init__(self, store: DuckDBStore, run_id: str, seqs: list[int]):
+        self._store = store
+        self.run_id = run_id
+        self.seqs: tuple[int, ...] = tuple(seqs)
+        self._pages: dict[int, list[CheckpointRecord]] = {}
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def _page(self, n: int) -> list[CheckpointRecord]:
+        page = self._pages.get(n)
+        if page is None:
+            chunk = self.seqs[n * self._PAGE : (n + 1) * self._PAGE]
+            page = self._pages[n] = self._store.checkpoints_in(self.run_id, chunk)
+        return page
+
+    @overload
+    def __getitem__(self, index: int) -> CheckpointRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[CheckpointRecord]: ...
+    def __getitem__(self, index: int | slice) -> CheckpointRecord | list[CheckpointRecord]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("history index out of range")
+        return self._page(index // self._PAGE)[index % self._PAGE]
+
+    def __iter__(self) -> Iterator[CheckpointRecord]:
+        for n in range((len(self) + self._PAGE - 1) // self._PAGE):
+            yield from self._page(n)
+
+    def __repr__(self) -> str:
+        if not self.seqs:
+            return f"<History of {self.run_id}: empty>"
+        shown = " → ".join(map(str, self.seqs[:12])) + (" → …" if len(self.seqs) > 12 else "")
+        return f"<History of {self.run_id}: {len(self.seqs)} checkpoints {shown}>"
 
 
 @dataclass(frozen=True)
@@ -53,14 +103,16 @@ _LED_TO = {"started", "settled", "edited", "fork", "done"}
 class TimeTravel:
     """Mixed into `Run`: history, state_at, checkpoint, rewind, edit_state, fork, diff."""
 
-    def history(self: Run, *, all_branches: bool = False) -> list[CheckpointRecord]:  # type: ignore[misc]
-        """The checkpoints of the current branch, root to head; or the whole tree, by seq."""
+    def history(self: Run, *, all_branches: bool = False) -> History:  # type: ignore[misc]
+        """The checkpoints of the current branch, root to head; or the whole tree, by seq.
+
+        Each record has `parent_seq`, so a view can draw the tree."""
         store = self.lab.store
         if all_branches:
-            return store.checkpoints(self.id)
+            return History(store, self.id, store.seqs(self.id))
         if self._head is None:
-            return []
-        return store.checkpoints_in(self.id, store.branch(self.id, self._head))
+            return History(store, self.id, [])
+        return History(store, self.id, store.branch(self.id, self._head))
 
     def _record(self: Run, seq: int) -> CheckpointRecord:  # type: ignore[misc]
         if not isinstance(seq, int) or isinstance(seq, bool):

@@ -419,11 +419,19 @@ class DuckDBStore:
         except duckdb.Error as exc:
             raise StoreQueryError(f"SQL error: {str(exc).strip()}") from None
 
+    def seqs(self, run_id: str) -> list[int]:
+        """Every checkpoint sequence number of a run, ascending."""
+        with self._reading() as con:
+            row = con.execute("SELECT list(seq ORDER BY seq) FROM checkpoints WHERE run_id = ?", [run_id]).fetchone()
+        return list(row[0] or [])
+
     def branch(self, run_id: str, head: int) -> list[int]:
         """The sequence numbers from the root to `head`, following parent links."""
         with self._reading() as con:
-            pairs = con.execute("SELECT seq, parent_seq FROM checkpoints WHERE run_id = ?", [run_id]).fetchall()
-        parent = dict(pairs)
+            row = con.execute(
+                "SELECT list(seq), list(parent_seq) FROM checkpoints WHERE run_id = ?", [run_id]
+            ).fetchone()
+        parent = dict(zip(row[0] or [], row[1] or [], strict=True))
         path: list[int] = []
         seq: int | None = head
         while seq is not None and seq in parent and len(path) <= len(parent):
