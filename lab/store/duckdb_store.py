@@ -428,6 +428,14 @@ class DuckDBStore:
     def branch(self, run_id: str, head: int) -> list[int]:
         """The sequence numbers from the root to `head`, following parent links."""
         with self._reading() as con:
+            linear = con.execute(
+                "SELECT count(*) > 0 AND count(*) FILTER (WHERE parent_seq IS DISTINCT FROM "
+                "CASE WHEN seq = 0 THEN NULL ELSE seq - 1 END) = 0 AND max(seq) + 1 = count(*) "
+                "FROM checkpoints WHERE run_id = ?",
+                [run_id],
+            ).fetchone()[0]
+            if linear:  # never rewound: every checkpoint's parent is the one before it
+                return list(range(head + 1))
             row = con.execute(
                 "SELECT list(seq), list(parent_seq) FROM checkpoints WHERE run_id = ?", [run_id]
             ).fetchone()
