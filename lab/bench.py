@@ -1,0 +1,559 @@
+"""`python -m lab.bench`: what the lab costs per station, against raw pydantic-graph.
+
+One process, one graph (a `Loop` node that counts to N and ends), several ways to run it:
+
+* `floor` — the native graph the lab builds (`g.build().native`, `auto_instrument=False`),
+  driven exactly as the serial engine drives it (`Graph.iter`, a `GraphTaskRequest` injected at
+  the first boundary, then `GraphRun.next()` until an `EndMarker`), with no persistence at all;
+* `idiomatic` — pydantic-graph's own `GraphBuilder` graph with a start edge and the default
+  `auto_instrument=True`, run with `await graph.run(...)` (context only, not the floor);
+* `lab_step`, `lab_batch` — `run.run()` on a DuckDB file with `durability="step"` / `"batch"`;
+* `lab_memory` — `run.run()` on `Lab(":memory:")` with step durability;
+* `lab_step_async` — `await run.arun()` inside the benchmark's own event loop, step durability
+  on a DuckDB file.
+
+Per-station time is the wall time of a whole N-visit run divided by N. Every variant is timed
+R times, round-robin (variant A, B, C, ... then again), so machine noise hits them alike; the
+report gives the median and the minimum, and each median's ratio to the floor's median. It is
+a benchmark, not a test: it prints and exits 0 whether or not the targets are met.
+
+`python -m lab.bench --profile` instead runs the lab step variant under cProfile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import io
+import os
+import platform
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from importlib import metadata
+from typing import Any
+
+from pydantic_graph import BaseNode, End, EndMarker, Graph, GraphBuilder, GraphRunContext, GraphTaskRequest
+
+__all__ = (
+    "BenchState",
+    "Loop",
+    "VariantResult",
+    "BenchReport",
+    "VARIANTS",
+    "run_benchmark",
+    "to_markdown",
+    "machine_info",
+    "profile_lab_step",
+    "main",
+)
+
+DEFAULT_VISITS = 1000
+DEFAULT_REPEAT = 7
+GRAPH_NAME = "bench_loop"
+MEMORY = ":memory:"
+
+
+# -- the graph (module level: the lab's digest reads node source) ---------------------------
+
+
+@dataclass
+class BenchState:
+    """The counter the loop increments, and how many visits make a run."""
+
+    count: int = 0
+    limit: int = DEFAULT_VISITS
+
+
+@dataclass
+class Loop(BaseNode[BenchState, None, int]):
+    """One station: count a visit; end with the count after `limit` visits."""
+
+    async def run(self, ctx: GraphRunContext[BenchState, None]) -> Loop | End[int]:
+        ctx.state.count += 1
+        if ctx.state.count >= ctx.state.limit:
+            return End(ctx.state.count)
+        return Loop()
+
+
+# -- results --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variant:
+    key: str
+    label: str
+    target: float | None = None
+    """The ratio to the floor this variant should stay under, if it has a target."""
+
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant("floor", "floor: native `Graph.iter` of the lab's graph, no persistence"),
+    Variant(
+        "idiomatic", "pydantic-graph idiomatic `GraphBuilder` + `await graph.run()` (auto_instrument=True)"
+    ),
+    Variant("lab_step", 'lab, `durability="step"`, DuckDB file, `run.run()`', 5.0),
+    Variant("lab_batch", 'lab, `durability="batch"`, DuckDB file, `run.run()`', 2.0),
+    Variant("lab_memory", 'lab, step, `Lab(":memory:")`, `run.run()`', 5.0),
+    Variant("lab_step_async", "lab, step, DuckDB file, `await run.arun()`", 5.0),
+)
+"""Every variant, in report order. The floor is first; ratios are to its median."""
+
+
+@dataclass
+class VariantResult:
+    """The timed runs of one variant."""
+
+    key: str
+    label: str
+    visits: int
+    target: float | None = None
+    seconds: list[float] = field(default_factory=list)
+    """Wall time of each timed whole run."""
+    outputs: list[Any] = field(default_factory=list)
+    """Each timed run's End value (must equal `visits`)."""
+    folded: list[bool] = field(default_factory=list)
+    """Lab variants: whether the store folded its journal into DuckDB during each timed run.
+
+    The fold is amortised (every `fold_every` journal lines), so it lands in some runs only:
+    the median may leave it out, the mean carries its share."""
+    error: str | None = None
+    """Set when the variant raised; its times stop there."""
+
+    @property
+    def per_station(self) -> list[float]:
+        """Seconds per station of each timed run."""
+        return [s / self.visits for s in self.seconds]
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.per_station) if self.seconds else None
+
+    @property
+    def minimum(self) -> float | None:
+        return min(self.per_station) if self.seconds else None
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.per_station) if self.seconds else None
+
+
+@dataclass
+class BenchReport:
+    """One benchmark invocation: every variant measured in the same process."""
+
+    visits: int
+    repeat: int
+    warmup: int
+    variants: dict[str, VariantResult]
+    machine: dict[str, str]
+    day: str = field(default_factory=lambda: date.today().isoformat())
+
+    @property
+    def floor(self) -> VariantResult:
+        return self.variants["floor"]
+
+    def ratio(self, key: str) -> float | None:
+        """The variant's median over the floor's median."""
+        mine, floor = self.variants[key].median, self.floor.median
+        if mine is None or not floor:
+            return None
+        return mine / floor
+
+    def met(self, key: str) -> bool | None:
+        """Whether the variant's ratio is within its target (None when it has none)."""
+        v, r = self.variants[key], self.ratio(key)
+        if v.target is None or r is None:
+            return None
+        return r <= v.target
+
+
+# -- machine --------------------------------------------------------------------------------
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> dict[str, str]:
+    """What the numbers were measured on."""
+    import duckdb
+
+    return {
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpus": str(os.cpu_count()),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "pydantic-graph": _version("pydantic-graph"),
+        "pydantic": _version("pydantic"),
+        "duckdb": duckdb.__version__,
+        "lab": _lab_revision(),
+    }
+
+
+def _lab_revision() -> str:
+    """The commit the lab code was measured at, and whether `lab/` had uncommitted changes."""
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", ".", ":(exclude)bench.py"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return f"{head}{' + uncommitted changes in lab/' if dirty else ''}"
+
+
+# -- the runners ----------------------------------------------------------------------------
+
+
+async def run_native_floor(native: Graph[Any, Any, Any, Any], visits: int) -> tuple[float, Any]:
+    """Drive the lab's native graph as the serial engine does, with no hooks; (seconds, output)."""
+    state = BenchState(limit=visits)
+    t0 = time.perf_counter()
+    async with native.iter(state=state, inputs=None, infer_name=False) as graph_run:
+        first = graph_run.next_task
+        assert not isinstance(first, EndMarker) and first, "the native run has no initial boundary"
+        fork_stack = first[0].fork_stack
+        result = await graph_run.next([GraphTaskRequest(Loop.get_node_id(), Loop(), fork_stack)])
+        while not isinstance(result, EndMarker):
+            result = await graph_run.next()
+    return time.perf_counter() - t0, result.value
+
+
+def idiomatic_graph() -> Graph[BenchState, None, Loop, int]:
+    """pydantic-graph's own way: a `GraphBuilder` with the node and a start edge, default options."""
+    g: GraphBuilder[BenchState, None, Loop, int] = GraphBuilder(
+        name="bench_idiomatic", state_type=BenchState, input_type=Loop, output_type=int
+    )
+    g.add(g.node(Loop), g.edge_from(g.start_node).to(Loop))
+    return g.build()
+
+
+async def run_idiomatic(graph: Graph[BenchState, None, Loop, int], visits: int) -> tuple[float, Any]:
+    state = BenchState(limit=visits)
+    t0 = time.perf_counter()
+    out = await graph.run(state=state, inputs=Loop())
+    return time.perf_counter() - t0, out
+
+
+def declare(lab: Any) -> Any:
+    """The benchmark graph declared in `lab`."""
+    g = lab.graph(GRAPH_NAME, state_type=BenchState, output_type=int)
+    g.node(Loop)
+    return g
+
+
+def _journal_lines(g: Any) -> int | None:
+    """Lines journalled since the store's last fold (None if the store does not say)."""
+    journal = getattr(g.lab.store, "_journal", None)
+    lines = getattr(journal, "pending_lines", None)
+    return lines if isinstance(lines, int) else None
+
+
+def _finish(run: Any, before: int | None) -> tuple[Any, bool]:
+    if run.status != "done":
+        raise RuntimeError(f"run {run.id} ended {run.status}: {run.error}")
+    after = _journal_lines(run.graph)
+    return run.output, before is not None and after is not None and after < before
+
+
+def run_lab_sync(g: Any, visits: int) -> tuple[float, Any, bool]:
+    """`run.run()` on the lab's private loop: (seconds, output, folded).
+
+    The run's creation (`g.start`, one journal write) is not timed.
+    """
+    run = g.start(Loop(), state=BenchState(limit=visits))
+    before = _journal_lines(g)
+    t0 = time.perf_counter()
+    run.run()
+    dt = time.perf_counter() - t0
+    return (dt, *_finish(run, before))
+
+
+async def run_lab_async(g: Any, visits: int) -> tuple[float, Any, bool]:
+    """`await run.arun()` on the caller's loop: (seconds, output, folded)."""
+    run = g.start(Loop(), state=BenchState(limit=visits))
+    before = _journal_lines(g)
+    t0 = time.perf_counter()
+    await run.arun()
+    dt = time.perf_counter() - t0
+    return (dt, *_finish(run, before))
+
+
+# -- the benchmark --------------------------------------------------------------------------
+
+
+def run_benchmark(
+    visits: int = DEFAULT_VISITS,
+    repeat: int = DEFAULT_REPEAT,
+    warmup: int = 1,
+    *,
+    only: Sequence[str] | None = None,
+    workdir: str | None = None,
+) -> BenchReport:
+    """Time every variant `repeat` times, round-robin, after `warmup` untimed runs of each.
+
+    `only` restricts the variants (the floor is always measured). `workdir` holds the DuckDB
+    files (a temporary directory by default, removed afterwards).
+    """
+    if visits < 1 or repeat < 1 or warmup < 0:
+        raise ValueError("visits and repeat must be at least 1, warmup at least 0")
+    chosen = [v for v in VARIANTS if v.key == "floor" or only is None or v.key in only]
+    results = {v.key: VariantResult(v.key, v.label, visits, v.target) for v in chosen}
+    tmp = None if workdir is not None else tempfile.TemporaryDirectory(prefix="graphlab-bench-")
+    root = workdir if workdir is not None else tmp.name  # type: ignore[union-attr]
+    labs: list[Any] = []
+    try:
+        with asyncio.Runner() as runner:
+            measures = _setup(list(results), visits, root, runner, labs)
+            for _ in range(warmup):
+                for key in results:
+                    _measure(results[key], measures[key], record=False)
+            for _ in range(repeat):
+                for key in results:
+                    _measure(results[key], measures[key], record=True)
+    finally:
+        for lab in reversed(labs):
+            try:
+                lab.close()
+            except Exception:  # a benchmark reports; it does not fail on teardown
+                traceback.print_exc()
+        if tmp is not None:
+            tmp.cleanup()
+    return BenchReport(visits=visits, repeat=repeat, warmup=warmup, variants=results, machine=machine_info())
+
+
+Measure = Callable[[], tuple[Any, ...]]
+"""One timed run of a variant: (seconds, output) or, for the lab, (seconds, output, folded)."""
+
+
+def _setup(
+    keys: list[str], visits: int, root: str, runner: asyncio.Runner, labs: list[Any]
+) -> dict[str, Measure]:
+    """Build each variant's graph (and lab) once; return its one-run measure by key."""
+    from .lab import Lab
+
+    def lab_graph(path: str, durability: str) -> Any:
+        lab = Lab(path, durability=durability)  # type: ignore[arg-type]
+        labs.append(lab)
+        return declare(lab)
+
+    # The memory lab also supplies the native graph for the floor: `built.native` is the very
+    # graph the lab's engine drives (built with auto_instrument=False).
+    mem_graph = lab_graph(MEMORY, "step")
+    native = mem_graph.build().native
+
+    def floor() -> Measure:
+        return lambda: runner.run(run_native_floor(native, visits))
+
+    def idiomatic() -> Measure:
+        graph = idiomatic_graph()
+        return lambda: runner.run(run_idiomatic(graph, visits))
+
+    def lab_sync(name: str | None, durability: str) -> Callable[[], Measure]:
+        def make() -> Measure:
+            g = mem_graph if name is None else lab_graph(os.path.join(root, f"{name}.duckdb"), durability)
+            return lambda: run_lab_sync(g, visits)
+
+        return make
+
+    def lab_async() -> Measure:
+        g = lab_graph(os.path.join(root, "step_async.duckdb"), "step")
+        return lambda: runner.run(run_lab_async(g, visits))
+
+    makers: dict[str, Callable[[], Measure]] = {
+        "floor": floor,
+        "idiomatic": idiomatic,
+        "lab_step": lab_sync("step", "step"),
+        "lab_batch": lab_sync("batch", "batch"),
+        "lab_memory": lab_sync(None, "step"),
+        "lab_step_async": lab_async,
+    }
+    return {key: makers[key]() for key in keys}
+
+
+def _measure(result: VariantResult, fn: Measure, *, record: bool) -> None:
+    if result.error is not None:
+        return
+    gc.collect()
+    try:
+        seconds, output, *folded = fn()
+    except Exception as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+        return
+    if record:
+        result.seconds.append(seconds)
+        result.outputs.append(output)
+        if folded:
+            result.folded.append(bool(folded[0]))
+
+
+# -- reporting ------------------------------------------------------------------------------
+
+
+def _us(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds * 1e6:.1f}"
+
+
+def to_markdown(report: BenchReport) -> str:
+    """The report as Markdown: a header line, the machine, and the table."""
+    m = report.machine
+    lines = [
+        f"Graph Lab benchmark, {report.day}: {report.visits} visits per run, {report.repeat} timed runs "
+        f"per variant (round-robin, after {report.warmup} warm-up run each); times are µs per station.",
+        "",
+        f"Machine: {m['platform']}; {m['cpu']}; {m['cpus']} CPUs; {m['python']}; "
+        f"pydantic-graph {m['pydantic-graph']}; pydantic {m['pydantic']}; duckdb {m['duckdb']}; "
+        f"lab at {m['lab']}",
+        "",
+        "| variant | median µs/station | min | mean | × floor (median) | target | met | runs with a fold |",
+        "|---|---:|---:|---:|---:|---:|:---:|---:|",
+    ]
+    for key, v in report.variants.items():
+        ratio = report.ratio(key)
+        met = report.met(key)
+        ratio_s = "—" if ratio is None else f"{ratio:.2f}x"
+        target_s = "—" if v.target is None else f"≤ {v.target:g}x"
+        met_s = "" if met is None else ("yes" if met else "**no**")
+        label = v.label if v.error is None else f"{v.label} — failed: {v.error}"
+        folds = f"{sum(v.folded)}/{len(v.folded)}" if v.folded else "—"
+        lines.append(
+            f"| {label} | {_us(v.median)} | {_us(v.minimum)} | {_us(v.mean)} | {ratio_s} | {target_s} | {met_s} | {folds} |"
+        )
+    bad = [k for k, v in report.variants.items() if v.seconds and any(o != report.visits for o in v.outputs)]
+    if bad:
+        lines += ["", f"WARNING: outputs differ from {report.visits} in {', '.join(bad)}"]
+    return "\n".join(lines)
+
+
+# -- profiling ------------------------------------------------------------------------------
+
+
+def profile_lab_step(visits: int = DEFAULT_VISITS, *, runs: int = 3, top: int = 30) -> str:
+    """cProfile of `await run.arun()` with step durability on a DuckDB file (after a warm run).
+
+    The async form runs in this thread, so cProfile sees the engine and the store; `run.run()`
+    would run them on the lab's loop thread, out of the profiler's sight.
+    """
+    from .lab import Lab
+
+    with tempfile.TemporaryDirectory(prefix="graphlab-prof-") as root, asyncio.Runner() as runner:
+        lab = Lab(os.path.join(root, "prof.duckdb"), durability="step")
+        try:
+            g = declare(lab)
+            runner.run(run_lab_async(g, visits))
+            prof = cProfile.Profile()
+            total = 0.0
+            for _ in range(runs):
+                run = g.start(Loop(), state=BenchState(limit=visits))
+                t0 = time.perf_counter()
+                prof.enable()
+                runner.run(run.arun())
+                prof.disable()
+                total += time.perf_counter() - t0
+        finally:
+            lab.close()
+    out = io.StringIO()
+    stations = visits * runs
+    out.write(
+        f"cProfile: lab step on a DuckDB file, {runs} runs x {visits} visits; "
+        f"{total / stations * 1e6:.1f} µs/station under the profiler\n\n"
+    )
+    stats = pstats.Stats(prof, stream=out).strip_dirs()
+    out.write("== by own time (tottime) ==\n")
+    stats.sort_stats("tottime").print_stats(top)
+    out.write("== by cumulative time ==\n")
+    stats.sort_stats("cumulative").print_stats(top)
+    lab_dir = os.path.dirname(os.path.abspath(__file__))
+    lab_stats = pstats.Stats(prof, stream=out)
+    out.write(f"== functions in {lab_dir} by cumulative time (µs per station) ==\n")
+    rows = []
+    for (filename, lineno, name), (_cc, nc, tt, ct, _callers) in lab_stats.stats.items():  # type: ignore[attr-defined]
+        if os.path.abspath(filename).startswith(lab_dir + os.sep) and not filename.endswith("bench.py"):
+            rows.append(
+                (ct, tt, nc, f"{os.path.relpath(filename, os.path.dirname(lab_dir))}:{lineno}({name})")
+            )
+    rows.sort(reverse=True)
+    out.write(f"{'cum µs/st':>10} {'own µs/st':>10} {'calls/st':>9}  function\n")
+    for ct, tt, nc, where in rows[:top]:
+        out.write(f"{ct / stations * 1e6:10.2f} {tt / stations * 1e6:10.2f} {nc / stations:9.2f}  {where}\n")
+    return out.getvalue()
+
+
+# -- command line ---------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--visits", type=int, default=DEFAULT_VISITS, help="stations per run (default %(default)s)"
+    )
+    p.add_argument(
+        "--repeat", type=int, default=DEFAULT_REPEAT, help="timed runs per variant (default %(default)s)"
+    )
+    p.add_argument(
+        "--warmup", type=int, default=1, help="untimed runs per variant first (default %(default)s)"
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        choices=[v.key for v in VARIANTS],
+        help="measure only these variants (repeatable; the floor is always measured)",
+    )
+    p.add_argument("--profile", action="store_true", help="profile the lab step variant instead (cProfile)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the report (or the profile). Always 0: missed targets and failures are reported."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.profile:
+            print(profile_lab_step(args.visits))
+        else:
+            report = run_benchmark(args.visits, args.repeat, args.warmup, only=args.only)
+            print(to_markdown(report))
+    except Exception:
+        traceback.print_exc()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Smoke test of `python -m lab.bench`: the variants run and report; timing is never asserted."""
+
+from __future__ import annotations
+
+import os
+
+from lab import bench
+
+
+def test_benchmark_reports_every_variant(tmp_path):
+    report = bench.run_benchmark(visits=50, repeat=1, warmup=0, workdir=os.fspath(tmp_path))
+
+    assert list(report.variants) == [v.key for v in bench.VARIANTS]
+    for key, v in report.variants.items():
+        assert v.error is None, f"{key}: {v.error}"
+        assert len(v.seconds) == 1, key
+        assert all(s > 0 for s in v.seconds), key
+        assert v.outputs == [50], key
+        assert v.median is not None and v.median > 0
+        assert v.minimum is not None and v.minimum > 0
+        assert report.ratio(key) is not None
+    for key in ("lab_step", "lab_batch", "lab_memory", "lab_step_async"):
+        assert report.variants[key].target is not None
+        assert report.met(key) in (True, False)
+        assert len(report.variants[key].folded) == 1
+    assert report.ratio("floor") == 1.0
+    assert set(report.machine) >= {"platform", "cpus", "python", "pydantic-graph", "duckdb"}
+
+    table = bench.to_markdown(report)
+    assert table.count("\n| ") == len(bench.VARIANTS) + 1  # header row and one row per variant
+    for v in bench.VARIANTS:
+        assert v.label in table
+
+
+def test_only_keeps_the_floor(tmp_path):
+    report = bench.run_benchmark(
+        visits=10, repeat=1, warmup=0, only=["lab_batch"], workdir=os.fspath(tmp_path)
+    )
+    assert list(report.variants) == ["floor", "lab_batch"]
+    assert report.variants["lab_batch"].outputs == [10]
+
+
+def test_main_exits_zero(capsys):
+    assert bench.main(["--visits", "10", "--repeat", "1", "--warmup", "0", "--only", "lab_memory"]) == 0
+    out = capsys.readouterr().out
+    assert "| variant |" in out and "Machine:" in out
+
+
+def test_profile_names_lab_code():
+    text = bench.profile_lab_step(visits=20, runs=1, top=5)
+    assert "functions in" in text and "lab/run.py" in text
