@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent setup: Graphviz `dot` (when root and missing), the .venv, and the package with dev extras.
+# Safe to run again: the pip step is skipped while pyproject.toml is unchanged since the last install.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -8,9 +9,9 @@ if ! command -v dot >/dev/null 2>&1; then
         echo "setup: installing graphviz (dot)" >&2
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq >/dev/null
-        apt-get install -y -qq graphviz >/dev/null
+        apt-get install -y -qq -o Dpkg::Use-Pty=0 graphviz >/dev/null
     else
-        echo "setup: warning: Graphviz 'dot' is not installed (run as root, or install graphviz yourself); graph drawing needs it" >&2
+        echo "setup: warning: Graphviz 'dot' is missing and this is not root; install graphviz to draw graphs" >&2
     fi
 fi
 
@@ -19,4 +20,11 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+stamp=.venv/.graph-lab-installed
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) $PWD"  # editable installs point at this checkout
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] \
+    || ! .venv/bin/python -c "import importlib.metadata as m; m.version('graph-lab'); m.version('pytest')" 2>/dev/null; then
+    echo "setup: installing graph-lab and its dev extras into .venv" >&2
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+    echo "$want" > "$stamp"
+fi

@@ -3,4 +3,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
-exec .venv/bin/jupyter lab notebooks/quickstart.ipynb "$@"
+extra=()
+if [ "$(id -u)" -eq 0 ]; then
+    extra+=(--allow-root)  # containers often run as root; JupyterLab refuses to without this flag
+fi
+exec .venv/bin/jupyter lab notebooks/quickstart.ipynb "${extra[@]}" "$@"
