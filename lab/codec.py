@@ -66,6 +66,7 @@ class NodeCodec:
                 "checkpoint envelope (seed 001); rename the field"
             )
         self._adapters: dict[str, TypeAdapter[Any]] = {}
+        self._constant = PendingStation(node_id, {}) if not self.fields else None
         for name, tp in self.fields.items():
             try:
                 self._adapters[name] = TypeAdapter(tp)
@@ -81,6 +82,8 @@ class NodeCodec:
             raise StateContractError(
                 f"expected a {self.node_id} node of the graph as declared now, got {type(node).__qualname__}"
             )
+        if self._constant is not None:
+            return PendingStation(self.node_id, {})
         out: dict[str, Any] = {}
         for name, adapter in self._adapters.items():
             try:
