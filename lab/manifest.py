@@ -179,6 +179,21 @@ def source_fingerprint(obj: Any) -> str:
                 except (OSError, TypeError):
                     code = fn.__code__
                     parts.append(f"{name}:{code.co_code.hex()}:{code.co_consts!r}")
-            elif not name.startswith("__") or name == "__annotations__":
-                parts.append(f"{name}={member!r}")
+            elif _is_declared_data(name):
+                parts.append(f"{name}={_stable_repr(member)}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _is_declared_data(name: str) -> bool:
+    """Class attributes a person wrote (plus annotations), not ones Python or `abc` added."""
+    if name == "__annotations__":
+        return True
+    return not name.startswith("__") and not name.startswith("_abc_")
+
+
+def _stable_repr(value: Any) -> str:
+    """A repr without memory addresses, so the same source hashes the same in every process."""
+    return _ADDRESS.sub("", repr(value))

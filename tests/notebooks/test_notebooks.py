@@ -113,13 +113,6 @@ def test_notebook_runs_top_to_bottom(path: Path, tmp_path: Path, kernel_dir: Pat
 QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RevisionMismatchError,
-    reason="lab.manifest.source_fingerprint hashes repr(cls._abc_impl), a memory address, for classes "
-    "defined in notebook cells, so the re-run cells get a new revision and resume raises "
-    "RevisionMismatchError; drop this marker once it is fixed",
-)
 def test_quickstart_run_resumes_after_kernel_restart(tmp_path: Path, kernel_dir: Path) -> None:
     """The quickstart's promise: restart, re-run the defining cells, `lab.resume(run_id)` goes on."""
     code = [c for c in nbformat.read(QUICKSTART, as_version=4).cells if c.cell_type == "code"]
