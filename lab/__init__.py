@@ -23,7 +23,7 @@ from .errors import (
 )
 from .graph import BuiltGraph, LabGraph
 from .history import Checkpoint
-from .lab import DEFAULT_PATH, Lab, current_lab
+from .lab import DEFAULT_PATH, Lab, current_lab, current_run
 from .manifest import Manifest, Station
 from .records import CheckpointRecord, EventRecord, PendingStation, RunRecord, Status
 from .run import Run, StepResult
@@ -36,6 +36,7 @@ __all__ = (
     "Run",
     "StepResult",
     "current_lab",
+    "current_run",
     "DEFAULT_PATH",
     # records
     "Checkpoint",

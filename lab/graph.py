@@ -155,9 +155,10 @@ class LabGraph:
                     f"default; pass state=... to g.start ({exc})"
                 ) from exc
         built.codec.check_contract(state)
+        from .lab import _note_run
         from .run import Run
 
-        return Run.create(
+        run = Run.create(
             self.lab,
             self,
             built,
@@ -167,6 +168,8 @@ class LabGraph:
             durability=durability or self.lab.durability,
             batch_size=batch_size or self.lab.batch_size,
         )
+        _note_run(run)
+        return run
 
     def __repr__(self) -> str:
         return f"<LabGraph {self.name!r} nodes={list(self._nodes)}>"

@@ -331,6 +331,9 @@ class TimeTravel:
             batch_size=self.batch_size,
         )
         self.lab._live[child_id] = run
+        from .lab import _note_run
+
+        _note_run(run)
         return run
 
     def diff(self: Run, a: int, b: int) -> StateDiff:  # type: ignore[misc]

@@ -22,7 +22,7 @@ from .records import Durability, EventRecord, RunRecord
 from .run import Run
 from .store import MEMORY, DuckDBStore, open_store
 
-__all__ = ("Lab", "DEFAULT_PATH", "current_lab")
+__all__ = ("Lab", "DEFAULT_PATH", "current_lab", "current_run")
 
 DEFAULT_PATH = os.path.join(".graphlab", "lab.duckdb")
 """The embedded default store, under the working directory (beside the notebook)."""
@@ -33,6 +33,20 @@ _current: Lab | None = None
 def current_lab() -> Lab | None:
     """The last `Lab` created in this process (the kernel extension acts on it)."""
     return _current
+
+
+_current_run: Run | None = None
+
+
+def current_run() -> Run | None:
+    """The run last started, forked or resumed in this process (the kernel extension acts on it)."""
+    return _current_run
+
+
+def _note_run(run: Run | None) -> None:
+    """Record `run` as the current run (called by `g.start`, `run.fork` and `lab.resume`)."""
+    global _current_run
+    _current_run = run
 
 
 class Lab:
@@ -111,6 +125,7 @@ class Lab:
         if live is not None:
             if deps is not None:
                 live._deps = deps
+            _note_run(live)
             return live
         rec = self.store.get_run(run_id)
         g = self._graphs.get(rec.graph_key)
@@ -151,6 +166,7 @@ class Lab:
                 rows.append(self.store.update_row(run_id, status="running", head_seq=rec.head_seq))
             run._write(rows, sync=True)
         self._live[run_id] = run
+        _note_run(run)
         return run
 
     def lineage(self, run_id: str) -> list[RunRecord]:
