@@ -26,6 +26,17 @@ __all__ = ("SnapshotCodec", "NodeCodec", "node_init_fields")
 
 _RESERVED_FIELDS = frozenset({"node_id"})
 
+STORED_WAY_FORWARD = (
+    "; the stored checkpoint does not match the run's pinned graph (was the store edited by hand?). "
+    "Other runs and checkpoints are unaffected: fork the run from an earlier checkpoint "
+    "(lab.fork(run_id, seq)), or restore the store file from a backup"
+)
+"""Appended to a decoding error of a stored checkpoint (one named by run and seq): what to do."""
+
+
+def _way_forward(run_id: str | None) -> str:
+    return STORED_WAY_FORWARD if run_id is not None else ""
+
 
 def node_init_fields(cls: type) -> dict[str, Any]:
     """The constructor fields of a node class with their resolved types.
@@ -97,7 +108,7 @@ class NodeCodec:
     def decode(self, fields: Mapping[str, Any], *, run_id: str | None = None, seq: int | None = None) -> Any:
         if not isinstance(fields, Mapping):
             raise CheckpointError(
-                f"node {self.node_id} fields must be a JSON object, got {type(fields).__name__}",
+                f"node {self.node_id} fields must be a JSON object, got {type(fields).__name__}" + _way_forward(run_id),
                 run_id=run_id,
                 seq=seq,
             )
@@ -111,7 +122,8 @@ class NodeCodec:
                 parts.append(f"missing field(s) {sorted(missing)}")
             raise CheckpointError(
                 f"node {self.node_id}: {' and '.join(parts)}; the checkpoint does not match the "
-                "node as declared (was the node's dataclass changed? fork onto the new revision)",
+                "node as declared (was the node's dataclass changed? fork onto the new revision)"
+                + _way_forward(run_id),
                 run_id=run_id,
                 seq=seq,
             )
@@ -121,7 +133,7 @@ class NodeCodec:
                 kwargs[name] = adapter.validate_python(fields[name])
             except ValidationError as exc:
                 raise CheckpointError(
-                    f"node {self.node_id} field {name!r} does not validate: {_first_error(exc)}",
+                    f"node {self.node_id} field {name!r} does not validate: {_first_error(exc)}" + _way_forward(run_id),
                     run_id=run_id,
                     seq=seq,
                 ) from exc
@@ -164,7 +176,8 @@ class SnapshotCodec:
             cls = self._node_classes.get(node_id)
             if cls is None:
                 raise CheckpointError(
-                    f"unknown node id {node_id!r}; the graph declares {sorted(self._node_classes)}",
+                    f"unknown node id {node_id!r}; the graph declares {sorted(self._node_classes)}"
+                    + _way_forward(run_id),
                     run_id=run_id,
                     seq=seq,
                 )
@@ -204,7 +217,8 @@ class SnapshotCodec:
             return self._state.validate_python(data)
         except ValidationError as exc:
             raise CheckpointError(
-                f"state no longer validates as {_type_name(self.state_type)}: {_first_error(exc)}",
+                f"state no longer validates as {_type_name(self.state_type)}: {_first_error(exc)}"
+                + _way_forward(run_id),
                 run_id=run_id,
                 seq=seq,
             ) from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from types import NoneType
 from typing import Any
@@ -142,7 +143,12 @@ class Lab:
         codec = built.codec
         head = self.store.checkpoint(run_id, rec.head_seq) if rec.head_seq is not None else None
         if head is None:
-            raise CheckpointError("the run's head checkpoint is missing from the store", run_id=run_id, seq=rec.head_seq)
+            raise CheckpointError(
+                "the run's head checkpoint is missing from the store; fork the run from an earlier checkpoint "
+                "(lab.fork(run_id, seq)), or restore the store file from a backup",
+                run_id=run_id,
+                seq=rec.head_seq,
+            )
         state = codec.decode_state(head.state, run_id=run_id, seq=head.seq)
         pending = [codec.decode_node(p, run_id=run_id, seq=head.seq) for p in head.next]
         next_cp, next_ev = self.store.next_seqs(run_id)
@@ -168,6 +174,47 @@ class Lab:
         self._live[run_id] = run
         _note_run(run)
         return run
+
+    def fork(
+        self, run_id: str, seq: int | None = None, *, state: Any = None, revision: int | str | None = None, deps: Any = None
+    ) -> Run:
+        """`run.fork(seq, state=..., revision=...)` for a stored run you cannot (or need not) resume.
+
+        The way forward when `resume` refuses: the graph changed since the run started
+        (`lab.fork(run_id, seq, revision="current")`), or its head checkpoint is damaged (fork an
+        earlier `seq`). Nothing is decoded but checkpoint `seq`; the parent gains a `fork` event.
+        """
+        live = self._live.get(run_id)
+        if live is not None:
+            return live.fork(seq, state=state, revision=revision)
+        rec = self.store.get_run(run_id)
+        g = self._graphs.get(rec.graph_key)
+        if g is None:
+            raise GraphDefinitionError(
+                f"run {run_id} belongs to graph {rec.graph_key!r}, which is not defined in this process; "
+                f"re-run the cells that define it (lab.graph({rec.graph_key!r}, ...) and its @g.node "
+                "classes), then fork"
+            )
+        built = g.build()
+        if built.manifest.digest != rec.digest and revision not in ("current", built.revision):
+            pinned = self.store.manifest(rec.graph_key, rec.revision)
+            raise RevisionMismatchError(self._mismatch_message(run_id, pinned, built.manifest))
+        next_cp, next_ev = self.store.next_seqs(run_id)
+        # a private handle, only to fork from: neither its head nor its output is decoded
+        parent = Run(
+            self,
+            g,
+            built,
+            dataclasses.replace(rec, status="created", output=None),
+            state=None,
+            deps=deps,
+            pending=[],
+            state_json=None,
+            next_cp=next_cp,
+            next_ev=next_ev,
+            batch_size=self.batch_size,
+        )
+        return parent.fork(seq, state=state, revision=revision)
 
     def lineage(self, run_id: str) -> list[RunRecord]:
         """The run's family: ancestors root first, the run, then every fork descended from it."""
@@ -248,7 +295,8 @@ class Lab:
         return (
             f"run {run_id} is pinned to {current.key}@{pinned_rev}, but the graph defined now is "
             f"{current.key}@{current.revision}: " + "; ".join(changes) + ". A run never silently changes "
-            "graph: fork it onto the new revision (run.fork(seq, revision='current')), or restore the old "
+            "graph: fork it onto the new revision (run.fork(seq, revision='current'), or "
+            f"lab.fork({run_id!r}, seq, revision='current') without a run handle), or restore the old "
             "definition to continue it."
         )
 

@@ -12,6 +12,7 @@ import atexit
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -37,6 +38,8 @@ MEMORY = ":memory:"
 _READ_ONLY_TYPES = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 _OPEN: dict[str, DuckDBStore] = {}
 _OPEN_LOCK = threading.Lock()
+_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", " ".join(s for m in MIGRATIONS for s in m)))
+"""Every table the migrations create: a store lacking one was edited by hand."""
 
 
 def open_store(path: str | os.PathLike[str] = MEMORY, *, fsync: bool = False, fold_every: int = 20000) -> DuckDBStore:
@@ -151,7 +154,10 @@ class DuckDBStore:
                 row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
                 version = int(row[0]) if row else 0
         except duckdb.Error as exc:
-            raise StoreError(f"cannot read the store {self.path}: {str(exc).splitlines()[0]}") from None
+            raise StoreError(
+                f"cannot open the store {self.path}: it is damaged or not a Graph Lab store "
+                f"({str(exc).splitlines()[0]}); move the file aside to start a new store, or restore it from a backup"
+            ) from None
         if version > SCHEMA_VERSION:
             raise StoreSchemaError(
                 f"the store {self.path} was written by a newer Graph Lab (schema {version}; this version "
@@ -163,6 +169,13 @@ class DuckDBStore:
                 con.execute(stmt)
             con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(v + 1)])
             con.execute("COMMIT")
+        present = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+        missing = sorted(_TABLES - present)
+        if missing:
+            raise StoreError(
+                f"the store {self.path} (schema {version}) lacks its table(s) {missing}: it was edited outside "
+                "Graph Lab; restore it from a backup, or move the file aside to start a new store"
+            )
 
     def acquire(self) -> None:
         with self._lock:
@@ -341,7 +354,13 @@ class DuckDBStore:
         with self._lock:
             self._check_open()
             self.fold()
-            yield self._con
+            try:
+                yield self._con
+            except duckdb.Error as exc:
+                raise StoreError(
+                    f"cannot read the store {self.path}: {str(exc).splitlines()[0]}; if it was edited outside "
+                    "Graph Lab, restore it from a backup"
+                ) from None
 
     def get_run(self, run_id: str) -> RunRecord:
         with self._reading() as con:
@@ -568,7 +587,8 @@ def _checkpoint_record(r: tuple[Any, ...]) -> CheckpointRecord:
         from ..errors import CheckpointError
 
         raise CheckpointError(
-            f"stored JSON is damaged ({exc}); other checkpoints and runs are unaffected",
+            f"stored JSON is damaged ({exc}); other runs and checkpoints are unaffected: fork the run from "
+            "an earlier checkpoint (lab.fork(run_id, seq)), or restore the store file from a backup",
             run_id=run_id,
             seq=seq,
         ) from None
