@@ -1,15 +1,31 @@
-"""The extension loads, formats lab objects as escaped HTML, and unloads cleanly."""
+"""The kernel extension on a real test IPython shell.
+
+Scenarios: load twice / unload removes magics, hooks and formatters; escaped HTML and
+plain-text display of runs, graphs, checkpoints, histories and run lists; `%lab` driving a
+run (start, step, history, rewind, diff, fork, events, runs) mixed with Python calls; `%lab
+open`; `%%lab_sql` with `$run`; the bad inputs (unknown subcommand, missing run, a magic before
+any lab, an SQL error, wrong arguments, a node renamed in a re-run cell).
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from pydantic_graph import BaseNode, End, GraphRunContext
 
-from lab import Lab
+import lab.lab as lab_module
+from lab import Lab, Run, current_run
 
 IPython = pytest.importorskip("IPython")
+from IPython.core.error import UsageError  # noqa: E402
+from IPython.testing import globalipapp  # noqa: E402
+
+import kernel_ext  # noqa: E402
+from kernel_ext.display import EventList, RunList, SqlResult, StepList  # noqa: E402
 
 
 @dataclass
@@ -23,25 +39,344 @@ class Say(BaseNode[Text, None, str]):
         return End(ctx.state.value)
 
 
-def test_load_format_unload():
-    from IPython.testing.globalipapp import get_ipython
+COUNTER_CELLS = [
+    """
+from dataclasses import dataclass
+from pydantic_graph import BaseNode, End, GraphRunContext
+from lab import Lab
 
+lab = Lab(':memory:')
+
+@dataclass
+class State:
+    count: int = 0
+
+g = lab.graph("counter", state_type=State, output_type=int)
+""",
+    """
+@g.node
+@dataclass
+class Inc(BaseNode[State, None, int]):
+    by: int = 1
+
+    async def run(self, ctx: GraphRunContext[State, None]) -> "Check":
+        ctx.state.count += self.by
+        return Check()
+""",
+    """
+@g.node
+@dataclass
+class Check(BaseNode[State, None, int]):
+    async def run(self, ctx: GraphRunContext[State, None]) -> Inc | End[int]:
+        return End(ctx.state.count) if ctx.state.count >= 6 else Inc(by=2)
+""",
+]
+
+
+def get_ipython() -> Any:
+    """IPython's shared test shell (a real InteractiveShell), started on first use."""
+    globalipapp.start_ipython()
+    return globalipapp.get_ipython()
+
+
+@pytest.fixture
+def ip() -> Iterator[Any]:
+    shell = get_ipython()
+    shell.run_line_magic("load_ext", "kernel_ext")
+    html = shell.display_formatter.formatters["text/html"]
+    enabled = html.enabled
+    html.enabled = True  # a terminal test shell has HTML output switched off
+    yield shell
+    html.enabled = enabled
+    shell.run_line_magic("unload_ext", "kernel_ext")
+    lab = shell.user_ns.get("lab")
+    if isinstance(lab, Lab) and not lab.store.closed:
+        lab.close()
+    for name in ("lab", "g", "run", "State", "Inc", "Check", "Increment"):
+        shell.user_ns.pop(name, None)
+
+
+def run_cells(ip: Any, cells: list[str], prefix: str = "cell") -> None:
+    for i, source in enumerate(cells):
+        result = ip.run_cell(source, cell_id=f"{prefix}-{i}")
+        assert result.success, result.error_in_exec or result.error_before_exec
+
+
+def lab_magic(ip: Any, line: str) -> Any:
+    return ip.run_line_magic("lab", line)
+
+
+def html_of(ip: Any, obj: Any) -> str:
+    return ip.display_formatter.format(obj)[0].get("text/html", "")
+
+
+def text_of(ip: Any, obj: Any) -> str:
+    return ip.display_formatter.format(obj)[0]["text/plain"]
+
+
+# -- load, display, unload -----------------------------------------------------------------
+
+
+def test_load_format_unload() -> None:
     ip = get_ipython()
     ip.run_line_magic("load_ext", "kernel_ext")
-    ip.run_line_magic("load_ext", "kernel_ext")  # twice is harmless
+    kernel_ext.load_ipython_extension(ip)  # twice is harmless, also called directly
+    state = kernel_ext.loaded_on(ip)
+    assert state is not None
+    callbacks = ip.events.callbacks["post_run_cell"]
+    assert callbacks.count(state.watcher.post_run_cell) == 1
     lab = Lab(":memory:")
+    html_formatter = ip.display_formatter.formatters["text/html"]
+    enabled, html_formatter.enabled = html_formatter.enabled, True
     try:
         g = lab.graph("say", state_type=Text, output_type=str)
         g.node(Say)
         run = g.start(Say(), state=Text()).run()
-        html_formatter = ip.display_formatter.formatters["text/html"]
-        html_formatter.enabled = True  # a terminal test shell has HTML output switched off
         html = html_formatter(run)
         assert "done" in html and "&lt;img src=x onerror=alert(1)&gt;" in html and "<img" not in html
         assert run.id in ip.display_formatter.formatters["text/plain"](run)
         ghtml = html_formatter(g)
         assert "Say" in ghtml and "__end__" in ghtml
+        cp = run.checkpoint(1)
+        cp_html = html_formatter(cp)
+        assert "&lt;img" in cp_html and "<img" not in cp_html and f"{run.id}@1" in cp_html
+        assert "status" in text_of(ip, cp) and "&lt;" not in text_of(ip, cp)
+        hist_html = html_formatter(run.history())
+        assert "2 checkpoints" in hist_html and "<img" not in hist_html
+        assert "history of" in text_of(ip, run.history())
+        assert run.id in html_formatter(lab.runs()[0])
+        assert "line magics" not in str(ip.magics_manager.magics["line"].get("lab"))
+        assert "lab" in ip.magics_manager.magics["line"] and "lab_sql" in ip.magics_manager.magics["cell"]
     finally:
         lab.close()
         ip.run_line_magic("unload_ext", "kernel_ext")
-    assert html_formatter(run) is None
+        html_formatter.enabled = enabled
+    assert kernel_ext.loaded_on(ip) is None
+    html_formatter.enabled = True
+    try:
+        assert html_formatter(run) is None and html_formatter(cp) is None
+    finally:
+        html_formatter.enabled = enabled
+    assert "lab" not in ip.magics_manager.magics["line"]
+    assert "lab_sql" not in ip.magics_manager.magics["cell"]
+    assert state.watcher.post_run_cell not in ip.events.callbacks["post_run_cell"]
+    assert state.watcher.pre_run_cell not in ip.events.callbacks["pre_run_cell"]
+    ip.run_line_magic("load_ext", "kernel_ext")  # and it loads again after an unload
+    try:
+        assert "lab" in ip.magics_manager.magics["line"]
+    finally:
+        ip.run_line_magic("unload_ext", "kernel_ext")
+
+
+def test_result_tables_escape_and_have_text(ip: Any) -> None:
+    run_cells(ip, COUNTER_CELLS)
+    run = ip.user_ns["g"].start(ip.user_ns["Inc"](), state=ip.user_ns["State"]())
+    steps = lab_magic(ip, "step 2")
+    assert isinstance(steps, StepList) and [s.node_id for s in steps] == ["Inc", "Check"]
+    assert "<td" in html_of(ip, steps) and "settled" in repr(steps)
+    events = lab_magic(ip, "events")
+    assert isinstance(events, EventList) and events[0].kind == "started"
+    assert "started" in html_of(ip, events) and "entered" in repr(events)
+    runs = lab_magic(ip, "runs")
+    assert isinstance(runs, RunList) and runs[-1].run_id == run.id
+    assert run.id in html_of(ip, runs) and "counter@" in repr(runs)
+
+
+# -- driving runs --------------------------------------------------------------------------
+
+
+def test_magics_drive_a_run_mixed_with_python(ip: Any) -> None:
+    run_cells(ip, COUNTER_CELLS)
+    run = lab_magic(ip, "start Inc(by=2), state=State(count=1)")
+    assert isinstance(run, Run) and run.state.count == 1 and current_run() is run
+    assert run.next_stations == ("Inc",)
+    assert [s.seq for s in lab_magic(ip, "step 2")] == [1, 2]
+    # a Python call in between: the magics act on the same run
+    ip.run_cell("run = lab.resume(lab.runs()[-1].run_id); run.step()", cell_id="py")
+    assert ip.user_ns["run"] is run and run.head == 3
+    history = lab_magic(ip, "history")
+    assert list(history.seqs) == [0, 1, 2, 3]
+    cp = lab_magic(ip, "rewind 1")
+    assert cp.seq == 1 and run.head == 1 and cp.next_stations == ("Check",)
+    lab_magic(ip, "step")
+    assert run.head == 4 and lab_magic(ip, "history").seqs == (0, 1, 4)
+    assert len(lab_magic(ip, "history --all")) == 5
+    diff = lab_magic(ip, "diff 0 3")
+    assert [(c.path, c.old, c.new) for c in diff.changes] == [("count", 1, 5)]
+    child = lab_magic(ip, "fork 1")
+    assert child is current_run() and child.id != run.id and child.head == 0
+    across = lab_magic(ip, f"diff {run.id}@3 0")
+    assert across.left == f"{run.id}@3" and across.right == f"{child.id}@0"
+    done = lab_magic(ip, "run")
+    assert done is child and child.status == "done" and child.output == 7
+    assert run.status == "running"  # the parent was not touched
+    assert [e.kind for e in lab_magic(ip, f"events done --run {child.id}")] == ["done"]
+    # --run acts on another run for one command; the current run stays
+    assert lab_magic(ip, f"history --run {run.id}").run_id == run.id
+    assert current_run() is child
+    lab_magic(ip, f"run --run {run.id}")
+    assert run.status == "done" and current_run() is child
+
+
+def test_start_forms(ip: Any) -> None:
+    run_cells(ip, COUNTER_CELLS)
+    plain = lab_magic(ip, "start")  # the first declared node with its defaults, default state
+    assert plain.next_stations == ("Inc",) and plain.state.count == 0
+    by_class = lab_magic(ip, "start Check, state=State(count=9)")
+    assert by_class.next_stations == ("Check",)
+    assert lab_magic(ip, "step")[0].outcome == "done" and by_class.output == 9
+    with pytest.raises(UsageError, match="keywords state=, deps=, durability="):
+        lab_magic(ip, "start Inc(), colour='red'")
+    with pytest.raises(UsageError, match="one node"):
+        lab_magic(ip, "start Inc(), Check()")
+    with pytest.raises(UsageError, match="not valid Python"):
+        lab_magic(ip, "start Inc(by=")
+    with pytest.raises(UsageError, match="NameError: name 'Nope' is not defined"):
+        lab_magic(ip, "start Nope()")
+    with pytest.raises(UsageError, match="needs a node instance"):
+        lab_magic(ip, "start 42")
+    with pytest.raises(UsageError, match="does not apply"):
+        lab_magic(ip, "start Inc() --run x")
+
+
+def test_open_makes_a_lab_current(ip: Any, tmp_path: Any) -> None:
+    path = os.fspath(tmp_path / "magic.duckdb")
+    assert lab_magic(ip, f"open {path}") is None
+    state = kernel_ext.loaded_on(ip)
+    assert state is not None and state.session.lab().path == path
+    assert lab_magic(ip, "runs") == []
+    state.session.lab().close()
+
+
+def test_lab_sql(ip: Any) -> None:
+    run_cells(ip, COUNTER_CELLS)
+    run = lab_magic(ip, "start Inc(by=3)")
+    run.run()
+    result = ip.run_cell_magic(
+        "lab_sql",
+        "",
+        "select seq, (state->>'count')::int as count from checkpoints where run_id = $run order by seq",
+    )
+    assert isinstance(result, SqlResult) and result.columns == ["seq", "count"]
+    assert [r[1] for r in result.rows] == [0, 3, 3, 5, 5, 7, 7]
+    assert "<th" in html_of(ip, result) and "7 row(s)" in repr(result)
+    escaped = ip.run_cell_magic("lab_sql", "", "select '<b>x</b>' as tag")
+    assert "&lt;b&gt;x&lt;/b&gt;" in html_of(ip, escaped) and "<b>x" not in html_of(ip, escaped)
+
+
+def test_help(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    assert lab_magic(ip, "--help") is None
+    out = capsys.readouterr().out
+    for sub in kernel_ext.magics.SUBCOMMANDS:
+        assert f"  {sub} " in out
+    lab_magic(ip, "rewind --help")
+    assert "%lab rewind SEQ" in capsys.readouterr().out
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+
+def test_unknown_subcommand(ip: Any) -> None:
+    with pytest.raises(UsageError, match=r"unknown %lab subcommand 'stpe'; did you mean `%lab step`\?"):
+        lab_magic(ip, "stpe")
+    with pytest.raises(UsageError, match="subcommands: open, graph, runs, start"):
+        lab_magic(ip, "frobnicate")
+
+
+def test_missing_run(ip: Any) -> None:
+    run_cells(ip, COUNTER_CELLS)
+    with pytest.raises(UsageError, match=r"no run 'run-nope' in lab :memory:; `%lab runs` lists"):
+        lab_magic(ip, "history --run run-nope")
+    with pytest.raises(UsageError, match="--run needs a run id"):
+        lab_magic(ip, "history --run")
+    lab_module._note_run(None)
+    with pytest.raises(UsageError, match="no current run in lab :memory:; start one"):
+        lab_magic(ip, "step")
+
+
+def test_magic_before_any_lab(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lab_module, "_current", None)
+    for line in ("runs", "step", "graph", "start Inc()"):
+        with pytest.raises(UsageError, match=r"no lab is open in this kernel; run `%lab open`"):
+            lab_magic(ip, line)
+    with pytest.raises(UsageError, match="no lab is open"):
+        ip.run_cell_magic("lab_sql", "", "select 1")
+
+
+def test_sql_error_shows_duckdb_message_without_traceback(
+    ip: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_cells(ip, COUNTER_CELLS)
+    with pytest.raises(UsageError, match=r'SQL error: Binder Error: Referenced column "nope" not found'):
+        ip.run_cell_magic("lab_sql", "", "select nope from runs")
+    with pytest.raises(UsageError, match="read-only"):
+        ip.run_cell_magic("lab_sql", "", "delete from runs")
+    # as a cell in the notebook: one line, no traceback
+    result = ip.run_cell("%%lab_sql\nselect nope from runs\n", cell_id="sql")
+    assert not result.success
+    shown = capsys.readouterr()
+    text = shown.out + shown.err
+    assert "UsageError: SQL error: Binder Error" in text and "Traceback" not in text
+
+
+def test_wrong_arguments(ip: Any) -> None:
+    run_cells(ip, COUNTER_CELLS)
+    lab_magic(ip, "start")
+    cases = {
+        "rewind": r"%lab rewind needs SEQ",
+        "rewind one": r"SEQ must be a whole number, got 'one'",
+        "rewind 1 2": r"%lab rewind takes SEQ, got '1 2'",
+        "rewind 99": r"no checkpoint 99 in this run",
+        "step 0": r"N >= 1",
+        "step many": r"N must be a whole number",
+        "diff 1": r"%lab diff needs A B",
+        "diff a b": r"SEQ or RUN_ID@SEQ",
+        "history --everything": r"takes \[--all\]",
+        "graph nope": r"no graph 'nope' declared in this kernel; declared: \['counter'\]",
+        "fork 1 2": r"takes \[SEQ\] \[--current\]",
+        "approve looks good": r"not waiting at a gate|no gates yet",
+        "--run a history --run b": r"unknown %lab subcommand '--run'",
+        "history --run a --run b": r"--run is given more than once",
+    }
+    for line, message in cases.items():
+        with pytest.raises(UsageError, match=message):
+            lab_magic(ip, line)
+
+
+def test_renamed_node_is_removed_and_reported(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    run_cells(ip, COUNTER_CELLS)
+    g = ip.user_ns["g"]
+    first = g.revision
+    # re-running a cell unchanged replaces its node: same id, no report
+    ip.run_cell(COUNTER_CELLS[1], cell_id="cell-1")
+    assert list(g.nodes) == ["Inc", "Check"] and "removed" not in capsys.readouterr().err
+    renamed = COUNTER_CELLS[1].replace("class Inc(", "class Increment(")
+    result = ip.run_cell(renamed, cell_id="cell-1")
+    assert result.success
+    err = capsys.readouterr().err
+    assert "graph 'counter': this cell used to declare Inc and now declares Increment" in err
+    assert "so Inc (renamed or deleted here) was removed from the graph" in err
+    assert "Check still return(s) Inc in the run() return hint" in err
+    assert list(g.nodes) == ["Check", "Increment"]
+    with pytest.raises(UsageError, match="Check returns Inc, which is not declared"):
+        lab_magic(ip, "start Increment()")
+    fixed = (
+        COUNTER_CELLS[2]
+        .replace("Inc | End[int]", "Increment | End[int]")
+        .replace("Inc(by=2)", "Increment(by=2)")
+    )
+    run_cells(ip, [fixed], prefix="fixed")
+    run = lab_magic(ip, "start Increment(by=3)")
+    assert run.revision > first and run.run().output == 7
+    assert "removed" not in capsys.readouterr().err
+
+
+def test_forward_reference_is_fine_until_the_graph_runs(ip: Any) -> None:
+    run_cells(ip, [COUNTER_CELLS[0], COUNTER_CELLS[1]])  # Inc returns "Check", not defined yet
+    g = ip.user_ns["g"]
+    assert list(g.nodes) == ["Inc"]
+    assert "not buildable yet" in html_of(ip, g) and "Check" in html_of(ip, g)
+    with pytest.raises(UsageError, match="'Check', which is not defined"):
+        lab_magic(ip, "start Inc()")
+    run_cells(ip, [COUNTER_CELLS[2]], prefix="later")
+    assert lab_magic(ip, "start Inc()").run().output == 7

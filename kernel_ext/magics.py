@@ -1,0 +1,357 @@
+"""`%lab` and `%%lab_sql`: short commands on the current lab and run (see docs/magics.md).
+
+The magics are a thin layer: each subcommand parses its words, asks the `Session` for the lab,
+graph or run it acts on, calls the same Python API a cell would, and returns a value that
+displays well. Wrong words and refused actions are `UsageError`s: one line, no traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from textwrap import dedent
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.utils._process_common import arg_split
+from pydantic_graph import BaseNode
+
+from lab import LabGraph, Run
+from lab.errors import LabError
+
+from .display import EventList, RunList, SqlResult, StepList
+from .session import Session
+
+__all__ = ("LabMagics", "USAGE", "SUBCOMMANDS")
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "open": ("[PATH]", "open (or create) a lab store and make it current; default .graphlab/lab.duckdb"),
+    "graph": ("[NAME]", "show the current graph (NAME makes that graph current)"),
+    "runs": ("[GRAPH]", "list the stored runs of the current lab, oldest first"),
+    "start": (
+        "[NODE_EXPR[, state=EXPR][, deps=EXPR]]",
+        "start a run at a node; Python evaluated in the notebook",
+    ),
+    "step": ("[N]", "run N stations (default 1), stopping early at End, a failure or a wait"),
+    "run": ("[MAX_STEPS]", "run until End, a failure, a wait, or MAX_STEPS stations"),
+    "rewind": ("SEQ", "move the run's head back to checkpoint SEQ (nothing is deleted)"),
+    "fork": (
+        "[SEQ] [--current]",
+        "a new run from checkpoint SEQ (default: head); --current: onto the graph as defined now",
+    ),
+    "approve": ("[NOTE]", "approve the gate the run is parked at, with an optional note"),
+    "deny": ("[NOTE]", "deny the gate the run is parked at, with an optional note"),
+    "history": ("[--all]", "the run's checkpoints, root to head (--all: every branch)"),
+    "diff": ("A B", "state difference of checkpoints A and B (SEQ, or RUN_ID@SEQ for another run)"),
+    "events": ("[KIND]", "the run's events in order (KIND filters, e.g. failed)"),
+}
+
+USAGE = (
+    dedent(
+        """\
+    %lab SUBCOMMAND [ARGS] [--run ID]
+
+    Acts on the current lab (the one `%lab open` opened, else the last Lab created in this
+    kernel) and the current run (the last started, forked or resumed here, in Python or by a
+    magic). `--run ID` acts on another run for one command.
+
+    """
+    )
+    + "\n".join(f"  {name} {args}\n      {text}" for name, (args, text) in SUBCOMMANDS.items())
+    + dedent(
+        """
+
+    Examples:
+      %lab open
+      %lab start Inc(by=2), state=State(count=1)
+      %lab step 3
+      %lab rewind 1
+      %lab diff 1 3
+      %lab fork 2 --current
+
+    %%lab_sql [--run ID]
+      Read-only SQL over the tables graphs, runs, checkpoints, events; `$run` stands for the
+      current run's id.
+    """
+    )
+)
+
+_RUN_OPTION = re.compile(r"(?:^|\s)--run(?:=|\s+)(\S+)")
+_RUN_REF = re.compile(r"^(?P<run>[^@\s]+)@(?P<seq>-?\d+)$")
+
+
+def _pop_run_option(line: str) -> tuple[str, str | None]:
+    found = _RUN_OPTION.findall(line)
+    if len(found) > 1:
+        raise UsageError("--run is given more than once; name one run")
+    if line.rstrip().endswith("--run"):
+        raise UsageError("--run needs a run id, e.g. --run run-0192a3b4c5d6-1a2b3c (`%lab runs` lists them)")
+    return _RUN_OPTION.sub(" ", line).strip(), (found[0] if found else None)
+
+
+def _int(word: str, what: str, sub: str) -> int:
+    try:
+        return int(word)
+    except ValueError:
+        raise UsageError(f"%lab {sub}: {what} must be a whole number, got {word!r}") from None
+
+
+def _words(rest: str, sub: str, *, at_most: int, at_least: int = 0) -> list[str]:
+    words = arg_split(rest, posix=True) if rest else []
+    args, usage = SUBCOMMANDS[sub][0], f"%lab {sub} {SUBCOMMANDS[sub][0]}".rstrip()
+    if len(words) > at_most:
+        raise UsageError(
+            f"%lab {sub} takes {'no arguments' if not args else args}, got {' '.join(words)!r}; usage: {usage}"
+        )
+    if len(words) < at_least:
+        raise UsageError(f"%lab {sub} needs {args}; usage: {usage}")
+    return words
+
+
+def _note(rest: str) -> str | None:
+    note = rest.strip()
+    if len(note) >= 2 and note[0] == note[-1] and note[0] in "'\"":
+        note = note[1:-1]
+    return note or None
+
+
+def _collect_start(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return args, kwargs
+
+
+@magics_class
+class LabMagics(Magics):
+    """`%lab ...` and `%%lab_sql`, bound to one shell and one `Session`."""
+
+    def __init__(self, shell: Any, session: Session):
+        super().__init__(shell)
+        self.session = session
+        self._handlers: dict[str, Callable[[str, str | None], Any]] = {
+            name: getattr(self, f"_do_{name}") for name in SUBCOMMANDS
+        }
+
+    # -- the magics -------------------------------------------------------------------------
+
+    @line_magic("lab")
+    def lab(self, line: str) -> Any:
+        """Drive the current lab and run: `%lab --help` lists the subcommands."""
+        sub, _, rest = line.strip().partition(" ")
+        if sub in ("", "-h", "--help", "help"):
+            print(USAGE)
+            return None
+        if sub not in self._handlers:
+            close = difflib.get_close_matches(sub, SUBCOMMANDS, n=1)
+            hint = f"did you mean `%lab {close[0]}`? " if close else ""
+            raise UsageError(
+                f"unknown %lab subcommand {sub!r}; {hint}subcommands: {', '.join(SUBCOMMANDS)} (`%lab --help`)"
+            )
+        if rest.strip() in ("-h", "--help"):
+            args, text = SUBCOMMANDS[sub]
+            print(f"%lab {sub} {args}  [--run ID]\n    {text}")
+            return None
+        rest, run_id = _pop_run_option(rest)
+        try:
+            return self._handlers[sub](rest, run_id)
+        except LabError as exc:
+            raise UsageError(f"%lab {sub}: {exc}") from None
+
+    @cell_magic("lab_sql")
+    def lab_sql(self, line: str, cell: str) -> SqlResult:
+        """Read-only SQL over the current lab; `$run` is the current run's id."""
+        rest, run_id = _pop_run_option(line)
+        if rest:
+            raise UsageError(
+                f"%%lab_sql takes only --run ID on its first line, got {rest!r}; the SQL goes in the cell"
+            )
+        lab = self.session.lab()
+        params = None
+        if re.search(r"\$run\b", cell):
+            params = {"run": self.session.run(run_id).id}
+        try:
+            return SqlResult(lab.sql(cell, params))  # type: ignore[arg-type]  # named parameters
+        except LabError as exc:
+            raise UsageError(str(exc)) from None
+
+    # -- subcommands ------------------------------------------------------------------------
+
+    def _do_open(self, rest: str, run_id: str | None) -> Any:
+        words = _words(rest, "open", at_most=1)
+        opened = self.session.open(words[0] if words else None)
+        print(f"lab {opened.path}: {len(opened.runs())} stored run(s)")
+        return None
+
+    def _do_graph(self, rest: str, run_id: str | None) -> Any:
+        words = _words(rest, "graph", at_most=1)
+        if run_id is not None and not words:
+            g = self.session.run(run_id).graph
+        else:
+            g = self.session.graph(words[0] if words else None)
+        if words:
+            self.session.graph_name = g.name
+        return _graph_view(g)
+
+    def _do_runs(self, rest: str, run_id: str | None) -> RunList:
+        words = _words(rest, "runs", at_most=1)
+        return RunList(self.session.lab().runs(graph=words[0] if words else None))
+
+    def _do_start(self, rest: str, run_id: str | None) -> Run:
+        if run_id is not None:
+            raise UsageError("%lab start begins a new run; --run does not apply")
+        self.session.lab()  # no lab, no start: say so before evaluating anything
+        if not rest:
+            g = self.session.graph()
+            if not g.nodes:
+                raise UsageError(f"graph {g.name!r} has no nodes yet; declare some with @g.node")
+            first = next(iter(g.nodes.values()))
+            try:
+                node = first()
+            except TypeError as exc:
+                raise UsageError(
+                    f"%lab start with no argument starts at the first declared node, {first.__name__}, "
+                    f"which needs fields ({exc}); say `%lab start {first.__name__}(...)`"
+                ) from None
+            return g.start(node)
+        args, kwargs = self._eval_start(rest)
+        if len(args) != 1:
+            raise UsageError(
+                f"%lab start takes one node, then keywords (state=, deps=); got {len(args)} positional value(s). "
+                "Example: `%lab start Inc(by=2), state=State()`"
+            )
+        unknown = sorted(set(kwargs) - {"state", "deps", "durability"})
+        if unknown:
+            raise UsageError(f"%lab start accepts the keywords state=, deps=, durability=; not {unknown}")
+        node = args[0]
+        if isinstance(node, type) and issubclass(node, BaseNode):
+            try:
+                node = node()
+            except TypeError as exc:
+                raise UsageError(
+                    f"{node.__name__} needs fields to start ({exc}); say `%lab start {node.__name__}(...)`"
+                ) from None
+        if not isinstance(node, BaseNode):
+            raise UsageError(f"%lab start needs a node instance such as `Inc()`, got {node!r}")
+        return self._graph_for(node).start(node, **kwargs)
+
+    def _eval_start(self, expr: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        code = f"__graphlab_start__({expr})"
+        try:
+            compiled = compile(code, "<%lab start>", "eval")
+        except SyntaxError as exc:
+            raise UsageError(
+                f"%lab start {expr!r} is not valid Python ({exc.msg}); write a node and keywords as in a call: "
+                "`%lab start Inc(by=2), state=State()`"
+            ) from None
+        try:
+            return eval(compiled, self.shell.user_ns, {"__graphlab_start__": _collect_start})  # noqa: S307 - the user's own cell text
+        except Exception as exc:
+            raise UsageError(f"%lab start: evaluating {expr!r} raised {type(exc).__name__}: {exc}") from None
+
+    def _graph_for(self, node: BaseNode[Any, Any, Any]) -> LabGraph:
+        node_id = type(node).get_node_id()
+        lab = self.session.lab()
+        graphs = [g for g in lab.graphs.values() if node_id in g.nodes]
+        if not graphs:
+            raise UsageError(
+                f"{node_id} is not declared in any graph of lab {lab.path}; decorate its class with @g.node "
+                f"(graphs: {sorted(lab.graphs) or 'none'})"
+            )
+        exact = [g for g in graphs if g.nodes[node_id] is type(node)]
+        preferred = [g for g in (exact or graphs) if g.name == self.session.graph_name]
+        return (preferred or exact or graphs)[0]
+
+    def _do_step(self, rest: str, run_id: str | None) -> StepList:
+        words = _words(rest, "step", at_most=1)
+        n = _int(words[0], "N", "step") if words else 1
+        if n < 1:
+            raise UsageError(f"%lab step N needs N >= 1, got {n}")
+        run = self.session.run(run_id)
+        steps = []
+        for _ in range(n):
+            result = run.step()
+            steps.append(result)
+            if result.outcome != "settled":
+                break
+        return StepList(steps, run)
+
+    def _do_run(self, rest: str, run_id: str | None) -> Run:
+        words = _words(rest, "run", at_most=1)
+        max_steps = _int(words[0], "MAX_STEPS", "run") if words else None
+        return self.session.run(run_id).run(max_steps=max_steps)
+
+    def _do_rewind(self, rest: str, run_id: str | None) -> Any:
+        (word,) = _words(rest, "rewind", at_most=1, at_least=1)
+        seq = _int(word, "SEQ", "rewind")
+        run = self.session.run(run_id)
+        run.rewind(seq)
+        print(f"run {run.id}: head is checkpoint {seq}; the next step starts a new branch from it")
+        return run.checkpoint(seq)
+
+    def _do_fork(self, rest: str, run_id: str | None) -> Run:
+        words = _words(rest, "fork", at_most=2)
+        current = "--current" in words
+        words = [w for w in words if w != "--current"]
+        if len(words) > 1:
+            raise UsageError(f"%lab fork takes [SEQ] [--current], got {rest!r}")
+        seq = _int(words[0], "SEQ", "fork") if words else None
+        parent = self.session.run(run_id)
+        child = parent.fork(seq, revision="current" if current else None)
+        at = parent.head if seq is None else seq
+        print(
+            f"forked {child.id} from {parent.id}@{at} onto revision {child.revision}; it is the current run"
+        )
+        return child
+
+    def _verdict(self, verb: str, rest: str, run_id: str | None) -> Any:
+        run = self.session.run(run_id)
+        act = getattr(run, verb, None)
+        if act is None:
+            raise UsageError(f"%lab {verb}: this version of lab has no gates yet (Run.{verb} is missing)")
+        if run.status != "waiting":
+            raise UsageError(
+                f"%lab {verb}: run {run.id} is {run.status}, not waiting at a gate; nothing to {verb}"
+            )
+        act(note=_note(rest))
+        print(f"run {run.id}: {verb}d; `%lab run` continues it")
+        return None
+
+    def _do_approve(self, rest: str, run_id: str | None) -> Any:
+        return self._verdict("approve", rest, run_id)
+
+    def _do_deny(self, rest: str, run_id: str | None) -> Any:
+        return self._verdict("deny", rest, run_id)
+
+    def _do_history(self, rest: str, run_id: str | None) -> Any:
+        words = _words(rest, "history", at_most=1)
+        if words and words != ["--all"]:
+            raise UsageError(f"%lab history takes [--all], got {rest!r}")
+        return self.session.run(run_id).history(all_branches=bool(words))
+
+    def _do_diff(self, rest: str, run_id: str | None) -> Any:
+        a, b = _words(rest, "diff", at_most=2, at_least=2)
+        left, right = self._checkpoint_ref(a), self._checkpoint_ref(b)
+        if left[0] is None and right[0] is None:
+            return self.session.run(run_id).diff(left[1], right[1])
+        current = lambda: self.session.run(run_id).id  # noqa: E731
+        return self.session.lab().diff((left[0] or current(), left[1]), (right[0] or current(), right[1]))
+
+    def _checkpoint_ref(self, word: str) -> tuple[str | None, int]:
+        m = _RUN_REF.match(word)
+        if m:
+            return m["run"], _int(m["seq"], "SEQ", "diff")
+        return None, _int(word, "each side (SEQ or RUN_ID@SEQ)", "diff")
+
+    def _do_events(self, rest: str, run_id: str | None) -> EventList:
+        words = _words(rest, "events", at_most=1)
+        run = self.session.run(run_id)
+        return EventList(run.events(kind=words[0] if words else None), run.id)
+
+
+def _graph_view(g: LabGraph) -> Any:
+    """The live graph widget when `lab.widgets` provides one, else the graph (SVG or a table)."""
+    try:
+        from lab.widgets import GraphView  # type: ignore[attr-defined]
+    except ImportError:
+        return g
+    return GraphView(g)
