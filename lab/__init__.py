@@ -6,6 +6,7 @@ and its history can be queried with SQL.
 
 from .diff import Change, StateDiff
 from .errors import (
+    CapabilityBudgetError,
     CheckpointError,
     GraphDefinitionError,
     LabError,
@@ -20,12 +21,15 @@ from .errors import (
     StoreSchemaError,
     UndeclaredTransitionError,
     UnsupportedTopologyError,
+    WaitError,
+    WaitOwnerError,
 )
+from .gates import CapabilityRequired, Gate, Verdict, granted, interrupt
 from .graph import BuiltGraph, LabGraph
 from .history import Checkpoint
 from .lab import DEFAULT_PATH, Lab, current_lab, current_run
 from .manifest import Manifest, Station
-from .records import CheckpointRecord, EventRecord, PendingStation, RunRecord, Status
+from .records import CheckpointRecord, EventRecord, PendingStation, RunRecord, Status, WaitRecord
 from .run import Run, StepResult
 
 __all__ = (
@@ -38,6 +42,13 @@ __all__ = (
     "current_lab",
     "current_run",
     "DEFAULT_PATH",
+    # gates and waits
+    "Gate",
+    "Verdict",
+    "interrupt",
+    "CapabilityRequired",
+    "granted",
+    "WaitRecord",
     # records
     "Checkpoint",
     "StateDiff",
@@ -59,6 +70,9 @@ __all__ = (
     "UndeclaredTransitionError",
     "CheckpointError",
     "RunStateError",
+    "WaitError",
+    "WaitOwnerError",
+    "CapabilityBudgetError",
     "RunNotFoundError",
     "StoreError",
     "StoreLockedError",

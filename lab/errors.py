@@ -17,6 +17,9 @@ __all__ = (
     "CheckpointError",
     "StateEditError",
     "RunStateError",
+    "WaitError",
+    "WaitOwnerError",
+    "CapabilityBudgetError",
     "RunNotFoundError",
     "StoreError",
     "StoreLockedError",
@@ -67,6 +70,18 @@ class StateEditError(LabError, ValueError):
 
 class RunStateError(LabError, RuntimeError):
     """The action is not possible in the run's current status (say, stepping a finished run)."""
+
+
+class WaitError(RunStateError):
+    """A verdict, answer or grant that does not fit the run's current wait (or there is none)."""
+
+
+class WaitOwnerError(WaitError):
+    """A verdict names a wait that is not the run's single current wait owner (seed 001)."""
+
+
+class CapabilityBudgetError(LabError, RuntimeError):
+    """A run asked for capabilities more often than its budget allows (seed 001 handshake)."""
 
 
 class RunNotFoundError(LabError, KeyError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import NoneType, UnionType
 from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin, get_type_hints
@@ -133,8 +133,13 @@ class LabGraph:
         deps: Any = None,
         durability: Durability | None = None,
         batch_size: int | None = None,
+        breakpoints: dict[str, Sequence[str]] | None = None,
     ) -> Run:
-        """Create a run that will begin at `node` and write its first checkpoint."""
+        """Create a run that will begin at `node` and write its first checkpoint.
+
+        `breakpoints={"before": ["Send"], "after": ["Draft"]}` parks the run around those
+        stations; `run.set_breakpoint` / `run.clear_breakpoint` change them later.
+        """
         built = self.build()
         node_id = type(node).get_node_id() if isinstance(node, BaseNode) else None
         if node_id is None or node_id not in built.nodes:
@@ -167,9 +172,46 @@ class LabGraph:
             deps=deps,
             durability=durability or self.lab.durability,
             batch_size=batch_size or self.lab.batch_size,
+            breakpoints=breakpoints,
         )
         _note_run(run)
         return run
+
+    # -- drawing (lab.render) -------------------------------------------------------------
+
+    def render(self, overlay: Any = None) -> str:
+        """DOT text of the graph; a graph that cannot build yet is drawn from its declarations."""
+        from .render import spec_for, to_dot
+
+        return to_dot(spec_for(self), overlay)
+
+    def mermaid(self, overlay: Any = None) -> str:
+        """Mermaid `stateDiagram-v2` text of the same drawing."""
+        from .render import spec_for, to_mermaid
+
+        return to_mermaid(spec_for(self), overlay)
+
+    def svg(self, overlay: Any = None) -> str:
+        """SVG from the Graphviz `dot` program (laid out once per revision, restyled per overlay)."""
+        from .render import spec_for, svg_of
+
+        return svg_of(spec_for(self), overlay)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from html import escape
+
+        from .render import GraphvizError
+
+        try:
+            svg = self.svg()
+        except GraphvizError as exc:
+            return {"text/plain": f"{self!r}\n{exc}", "text/html": f"<pre>{escape(str(exc))}</pre>"}
+        return {"image/svg+xml": svg, "text/html": f"<div class='graphlab-graph'>{svg}</div>", "text/plain": repr(self)}
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self._repr_mimebundle_(), raw=True)
 
     def __repr__(self) -> str:
         return f"<LabGraph {self.name!r} nodes={list(self._nodes)}>"
@@ -191,7 +233,7 @@ def _build(g: LabGraph) -> BuiltGraph:
     stations = tuple(
         Station(
             node_id=node_id,
-            kind="node",
+            kind="gate" if _is_gate(cls) else "node",
             qualname=cls.__qualname__,
             fields=tuple(codec.node(node_id).fields),
             source_hash=source_fingerprint(cls),
@@ -219,24 +261,31 @@ def _build(g: LabGraph) -> BuiltGraph:
     )
 
 
+def _is_gate(cls: type) -> bool:
+    from .gates import Gate
+
+    return inspect.isclass(cls) and issubclass(cls, Gate)
+
+
 def _qualname(tp: Any) -> str:
     return f"{getattr(tp, '__module__', '')}.{getattr(tp, '__qualname__', repr(tp))}"
 
 
 def _return_targets(g: LabGraph, node_id: str, cls: type) -> list[Any]:
-    """The declared classes (and End) a node's `run` return hint names."""
-    run = getattr(cls, "run", None)
+    """The declared classes (and End) a node's `run` (a gate's `decide`) return hint names."""
+    method = "decide" if _is_gate(cls) else "run"
+    run = getattr(cls, method, None)
     localns = dict(g._nodes)
     try:
         hints = _return_hint(run, localns)
     except NameError as exc:
         raise GraphDefinitionError(
-            f"node {node_id}: its run() return hint names {exc.name!r}, which is not defined; "
+            f"node {node_id}: its {method}() return hint names {exc.name!r}, which is not defined; "
             f"declare it with @{g.name}.node or fix the name"
         ) from exc
     if "return" not in hints:
         raise GraphDefinitionError(
-            f"node {node_id} has no return hint on run(); annotate it with the nodes it may return, "
+            f"node {node_id} has no return hint on {method}(); annotate it with the nodes it may return, "
             "e.g. `-> Next | End[int]`"
         )
     out: list[Any] = []

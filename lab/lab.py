@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from types import NoneType
 from typing import Any
 
@@ -19,7 +20,7 @@ from .errors import (
 )
 from .graph import LabGraph
 from .manifest import Manifest
-from .records import Durability, EventRecord, RunRecord
+from .records import Durability, EventRecord, RunRecord, WaitRecord
 from .run import Run
 from .store import MEMORY, DuckDBStore, open_store
 
@@ -74,6 +75,7 @@ class Lab:
         self.store: DuckDBStore = open_store(self.path, fsync=fsync)
         self._graphs: dict[str, LabGraph] = {}
         self._live: dict[str, Run] = self.store.live_runs
+        self._providers: dict[str, Callable[[WaitRecord], Any]] = {}
         if not self.store.recovery_done:
             self._recover_interrupted()
             self.store.recovery_done = True
@@ -152,6 +154,7 @@ class Lab:
         state = codec.decode_state(head.state, run_id=run_id, seq=head.seq)
         pending = [codec.decode_node(p, run_id=run_id, seq=head.seq) for p in head.next]
         next_cp, next_ev = self.store.next_seqs(run_id)
+        wait = self.store.wait_at(run_id, head.seq) if head.status == "waiting" else None
         run = Run(
             self,
             g,
@@ -164,6 +167,8 @@ class Lab:
             next_cp=next_cp,
             next_ev=next_ev,
             batch_size=self.batch_size,
+            wait=wait,
+            counters=head.counters,
         )
         if rec.status not in ("done", "cancelled"):
             rows = [run._event_row("resumed", checkpoint_seq=rec.head_seq, payload={"status_before": rec.status})]
@@ -215,6 +220,26 @@ class Lab:
             batch_size=self.batch_size,
         )
         return parent.fork(seq, state=state, revision=revision)
+
+    def waiting(self) -> list[WaitRecord]:
+        """Every unanswered wait in the store: the runs that need a person (or a capability)."""
+        return self.store.open_waits()
+
+    def provide(self, capability: str, provider: Callable[[WaitRecord], Any] | None) -> None:
+        """Grant `capability` automatically when a node raises `CapabilityRequired(capability)`.
+
+        `provider(wait)` (sync or async) converges the capability and returns the value that
+        `granted(capability)` gives the node. The park is still checkpointed and counted
+        against the run's budget. `provider=None` removes it.
+        """
+        if not isinstance(capability, str) or not capability:
+            raise TypeError(f"a capability name is a non-empty str, got {capability!r}")
+        if provider is None:
+            self._providers.pop(capability, None)
+        elif not callable(provider):
+            raise TypeError(f"provider for {capability!r} must be callable (a function of the wait), got {provider!r}")
+        else:
+            self._providers[capability] = provider
 
     def lineage(self, run_id: str) -> list[RunRecord]:
         """The run's family: ancestors root first, the run, then every fork descended from it."""
@@ -312,7 +337,7 @@ class Lab:
             for ev in events:
                 if ev.kind == "entered" and ev.attempt is not None:
                     open_attempts[ev.attempt] = ev
-                elif ev.kind in ("settled", "failed", "interrupted", "cancelled") and ev.attempt is not None:
+                elif ev.kind in ("settled", "failed", "interrupted", "cancelled", "waiting") and ev.attempt is not None:
                     open_attempts.pop(ev.attempt, None)
             if not open_attempts:
                 continue

@@ -21,14 +21,18 @@ __all__ = (
     "CheckpointRecord",
     "EventRecord",
     "RunRecord",
+    "WaitKind",
+    "WaitRecord",
     "utcnow",
 )
 
 RunId = NewType("RunId", str)
 """A run's id: a sortable, URL-safe string (time-ordered hex)."""
 
-Status = Literal["created", "running", "waiting", "done", "failed", "cancelled", "interrupted"]
-"""A run's status. `interrupted` means the process died while a station was in flight."""
+Status = Literal["created", "running", "waiting", "queued", "done", "failed", "cancelled", "interrupted"]
+"""A run's status. `interrupted` means the process died while a station was in flight;
+`waiting` that it is parked on a wait; `queued` that the wait was answered and the next step
+goes on (seed 001: a verdict "admits QUEUED")."""
 
 TERMINAL_STATUSES: frozenset[str] = frozenset({"done", "cancelled"})
 """Statuses from which no station runs again. `failed` is not terminal: `retry()` may follow."""
@@ -87,6 +91,8 @@ class CheckpointRecord:
     output: Any = None
     """End data as JSON, on the terminal checkpoint only."""
     created_at: datetime = field(default_factory=utcnow)
+    counters: dict[str, Any] | None = None
+    """Run-owned budget counters (capability resumes); None reads as zero (seed 001)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,3 +128,46 @@ class RunRecord:
     updated_at: datetime = field(default_factory=utcnow)
     parent_run_id: str | None = None
     parent_seq: int | None = None
+    breakpoints: dict[str, list[str]] | None = None
+    """Station ids to park before/after: `{"before": [...], "after": [...]}`."""
+
+
+WaitKind = Literal["consent", "interrupt", "breakpoint", "capability"]
+"""Why a run is parked: a gate, an `interrupt()` call, a breakpoint, or a missing capability."""
+
+
+@dataclass(frozen=True, slots=True)
+class WaitRecord:
+    """One park of a run, bound to the waiting checkpoint it wrote, with its resolution.
+
+    `owner` is the wait's id: a verdict must name (or implicitly take) the run's single current
+    wait owner, so a stale view cannot answer a newer wait (seed 001 "Consent re-entry").
+    """
+
+    run_id: str
+    owner: str
+    kind: WaitKind
+    node_id: str
+    checkpoint_seq: int
+    prompt: str | None = None
+    details: Any = None
+    """JSON shown verbatim (escaped) by views: what is being approved, asked or needed."""
+    prior: list[Any] = field(default_factory=list)
+    """Answers already given to earlier `interrupt()` calls of the same station attempt."""
+    created_at: datetime = field(default_factory=utcnow)
+    resolved_at: datetime | None = None
+    resolution: dict[str, Any] | None = None
+    """`{"approved": bool, "note": str|None}`, `{"answer": ...}`, `{"continued": True}` or
+    `{"granted": name, "value": ..., "by": "person"|"provider"}`."""
+
+    @property
+    def open(self) -> bool:
+        return self.resolution is None
+
+    @property
+    def approved(self) -> bool | None:
+        return None if self.resolution is None else self.resolution.get("approved")
+
+    @property
+    def note(self) -> str | None:
+        return None if self.resolution is None else self.resolution.get("note")

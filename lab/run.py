@@ -25,7 +25,8 @@ from .engine.loop import run_sync
 from .engine.serial import Stop, drive, node_id_of
 from .errors import RevisionMismatchError, RunStateError
 from .history import TimeTravel
-from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status
+from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
+from .waits import Waits
 
 if TYPE_CHECKING:
     from .graph import BuiltGraph, LabGraph
@@ -35,7 +36,7 @@ __all__ = ("Run", "StepResult", "new_run_id")
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["settled", "done", "failed", "cancelled", "interrupted", "paused"]
+Outcome = Literal["settled", "done", "failed", "cancelled", "interrupted", "paused", "waiting"]
 
 
 def new_run_id() -> str:
@@ -68,8 +69,8 @@ class StepResult:
         return "<StepResult " + "; ".join(bits) + ">"
 
 
-class Run(TimeTravel):
-    """Step, run, retry or cancel one run; read its history and events."""
+class Run(Waits, TimeTravel):
+    """Step, run, retry or cancel one run; answer its waits; read its history and events."""
 
     def __init__(
         self,
@@ -85,6 +86,8 @@ class Run(TimeTravel):
         next_cp: int,
         next_ev: int,
         batch_size: int,
+        wait: WaitRecord | None = None,
+        counters: dict[str, Any] | None = None,
     ):
         self.lab = lab
         self.graph = graph
@@ -111,6 +114,12 @@ class Run(TimeTravel):
         self._inflight_started: float = 0.0
         self._observers: list[Callable[[EventRecord], None]] = []
         self._last: StepResult | None = None
+        self._wait: WaitRecord | None = wait
+        self._resume: Any = None
+        """The StationContext that answers the head's wait, armed for the next station only."""
+        bps = record.breakpoints or {}
+        self._breakpoints: dict[str, set[str]] = {w: set(bps.get(w, ())) for w in ("before", "after")}
+        self._counters: dict[str, Any] = dict(counters or {})
 
     # -- creation ------------------------------------------------------------------------
 
@@ -126,9 +135,11 @@ class Run(TimeTravel):
         deps: Any,
         durability: Durability,
         batch_size: int,
+        breakpoints: dict[str, Sequence[str]] | None = None,
     ) -> Run:
         if durability not in ("step", "batch"):
             raise ValueError(f"durability must be 'step' or 'batch', got {durability!r}")
+        bps = _check_breakpoints(breakpoints, built)
         codec = built.codec
         station = codec.encode_node(entry)
         state_json = codec.encode_state(state)
@@ -140,6 +151,7 @@ class Run(TimeTravel):
             status="created",
             head_seq=0,
             durability=durability,
+            breakpoints=bps,
         )
         cp = CheckpointRecord(run_id=record.run_id, seq=0, parent_seq=None, status="created", state=state_json, next=(station,))
         ev = EventRecord(
@@ -148,7 +160,7 @@ class Run(TimeTravel):
             kind="started",
             node_id=station.node_id,
             checkpoint_seq=0,
-            payload={"entry": station.node_id, "revision": built.revision, "durability": durability},
+            payload={"entry": station.node_id, "revision": built.revision, "durability": durability, **({"breakpoints": bps} if bps else {})},
         )
         store = lab.store
         store.write([store.run_row(record), store.checkpoint_row(cp), store.event_row(ev)])
@@ -305,6 +317,7 @@ class Run(TimeTravel):
         current = self.graph.build()
         if current.manifest.digest != self._built.manifest.digest:
             raise RevisionMismatchError(self.lab._mismatch_message(self.id, self._built.manifest, current.manifest))
+        self._prepare_continue()
 
     async def _advance(self, max_steps: int | None) -> None:
         if not self._busy.acquire(blocking=False):
@@ -318,16 +331,26 @@ class Run(TimeTravel):
             assert task is not None
             self._task = (asyncio.get_running_loop(), task)
             try:
-                stop = await drive(
-                    self._built.native,
-                    self._built.manifest,
-                    state=self._state,
-                    deps=self._deps,
-                    pending=self._pending,
-                    hooks=self,
-                    max_steps=max_steps,
-                    should_pause=lambda: self._pause_requested or self._cancel_requested,
-                )
+                await self._provide()
+                remaining = max_steps
+                while True:
+                    stop = await drive(
+                        self._built.native,
+                        self._built.manifest,
+                        state=self._state,
+                        deps=self._deps,
+                        pending=self._pending,
+                        hooks=self,
+                        max_steps=remaining,
+                        should_pause=lambda: self._pause_requested or self._cancel_requested,
+                    )
+                    if remaining is not None:
+                        remaining -= stop.settled
+                    # A provider grants a capability wait at once (live stasis): go on from it.
+                    if stop.reason != "waiting" or (remaining is not None and remaining <= 0):
+                        break
+                    if self._pause_requested or self._cancel_requested or not await self._provide():
+                        break
             except asyncio.CancelledError:
                 if self._cancel_requested:
                     return  # the hooks recorded the cancellation; the caller asked for it
@@ -376,6 +399,7 @@ class Run(TimeTravel):
             "next": [st.to_json() for st in stations],
             "output": output_json,
             "created_at": time.time(),
+            "counters": self._settled_counters() if self._counters else None,
         }
         ms = round((time.perf_counter() - self._inflight_started) * 1000, 3)
         rows = [
@@ -511,3 +535,27 @@ class Run(TimeTravel):
     def __repr__(self) -> str:
         nxt = ", ".join(self.next_stations) or "-"
         return f"<Run {self.id} {self._built.key}@{self._built.revision} {self._status} head={self._head} next={nxt}>"
+
+
+def _check_breakpoints(breakpoints: dict[str, Sequence[str]] | None, built: BuiltGraph) -> dict[str, list[str]] | None:
+    """`{"before": [...], "after": [...]}` naming declared stations, or a clear error."""
+    if not breakpoints:
+        return None
+    if not isinstance(breakpoints, dict) or set(breakpoints) - {"before", "after"}:
+        raise ValueError(
+            f"breakpoints must be a dict with keys 'before' and/or 'after' listing station ids, got {breakpoints!r}"
+        )
+    out: dict[str, list[str]] = {}
+    stations = built.manifest.station_ids
+    for when, ids in breakpoints.items():
+        if isinstance(ids, str):
+            ids = [ids]
+        unknown = [i for i in ids if i not in stations]
+        if unknown:
+            from .errors import GraphDefinitionError
+
+            raise GraphDefinitionError(
+                f"breakpoints {when} {unknown}: graph {built.key!r} has no such station(s); its stations are {list(stations)}"
+            )
+        out[when] = sorted(set(ids))
+    return out

@@ -18,11 +18,12 @@ from typing import Any, Literal, Protocol
 from pydantic_graph import BaseNode, EndMarker, Graph, GraphTaskRequest
 
 from ..errors import UndeclaredTransitionError, UnsupportedTopologyError
+from ..gates import StationContext, WaitSignal, station_context
 from ..manifest import END, Manifest
 
 __all__ = ("EngineHooks", "Stop", "drive", "node_id_of")
 
-StopReason = Literal["done", "failed", "paused", "aborted"]
+StopReason = Literal["done", "failed", "paused", "aborted", "waiting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,18 @@ class EngineHooks(Protocol):
 
     def aborted(self, *, attempt: int, node_id: str) -> None:
         """The station was cancelled in flight."""
+        ...
+
+    def parked(self, *, attempt: int, node_id: str, signal: WaitSignal) -> None:
+        """The station asked to wait (gate, `interrupt()`, capability); its partial work is dropped."""
+        ...
+
+    def before(self, *, node_id: str, first: bool) -> StationContext | None:
+        """About to enter `node_id`: its context, or None to park first (a breakpoint)."""
+        ...
+
+    def after(self, *, node_id: str) -> bool:
+        """`node_id` settled (not at End): True parks the run here (a breakpoint after it)."""
         ...
 
 
@@ -85,35 +98,54 @@ async def drive(
                 return Stop("paused", settled)
             if settled and should_pause():
                 return Stop("paused", settled)
+            context = hooks.before(node_id=node_id, first=request is not None)
+            if context is None:
+                return Stop("waiting", settled)
             attempt = hooks.entered(node_id=node_id)
+            token = station_context.set(context)  # the node's task copies it when it starts
             try:
                 result = await graph_run.next(request)
             except asyncio.CancelledError:
                 hooks.aborted(attempt=attempt, node_id=node_id)
                 raise
             except Exception as exc:
+                signal = _wait_signal(exc)
+                if signal is not None:
+                    hooks.parked(attempt=attempt, node_id=node_id, signal=signal)
+                    return Stop("waiting", settled)
                 hooks.failed(attempt=attempt, node_id=node_id, error=exc)
                 return Stop("failed", settled)
+            finally:
+                station_context.reset(token)
             request = None
             try:
-                if isinstance(result, EndMarker):
-                    _check_edge(manifest, node_id, END)
-                    hooks.settled(attempt=attempt, node_id=node_id, successors=(), end=result)
-                    return Stop("done", settled + 1)
-                tasks = list(result)
-                if len(tasks) != 1:
-                    raise UnsupportedTopologyError(
-                        f"station {node_id} produced {len(tasks)} next tasks; the serial engine runs one "
-                        "station at a time"
-                    )
-                nxt = tasks[0]
-                _check_edge(manifest, node_id, nxt.node_id)
-                hooks.settled(attempt=attempt, node_id=node_id, successors=(nxt.inputs,), end=None)
+                nxt_id = _settle(manifest, hooks, attempt, node_id, result)
             except Exception as exc:
                 hooks.failed(attempt=attempt, node_id=node_id, error=exc)
                 return Stop("failed", settled)
+            if nxt_id is None:
+                return Stop("done", settled + 1)
             settled += 1
-            node_id = nxt.node_id
+            if hooks.after(node_id=node_id):
+                return Stop("waiting", settled)
+            node_id = nxt_id
+
+
+def _settle(manifest: Manifest, hooks: EngineHooks, attempt: int, node_id: str, result: Any) -> str | None:
+    """Check the station's result against the manifest and report it; the next id, or None at End."""
+    if isinstance(result, EndMarker):
+        _check_edge(manifest, node_id, END)
+        hooks.settled(attempt=attempt, node_id=node_id, successors=(), end=result)
+        return None
+    tasks = list(result)
+    if len(tasks) != 1:
+        raise UnsupportedTopologyError(
+            f"station {node_id} produced {len(tasks)} next tasks; the serial engine runs one station at a time"
+        )
+    nxt = tasks[0]
+    _check_edge(manifest, node_id, nxt.node_id)
+    hooks.settled(attempt=attempt, node_id=node_id, successors=(nxt.inputs,), end=None)
+    return nxt.node_id
 
 
 def _check_edge(manifest: Manifest, source: str, target: str) -> None:
@@ -124,3 +156,24 @@ def _check_edge(manifest: Manifest, source: str, target: str) -> None:
             f"station {source} returned {what}, which its return hint does not declare "
             f"(permitted: {allowed}); add it to {source}.run's return annotation"
         )
+
+
+def _wait_signal(exc: BaseException) -> WaitSignal | None:
+    """The wait a station asked for, also through an exception group of one kind of signal.
+
+    A group that mixes a signal with a real failure fails closed (seed 001): it is a failure.
+    """
+    if isinstance(exc, WaitSignal):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        leaves: list[BaseException] = []
+        stack: list[BaseException] = [exc]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, BaseExceptionGroup):
+                stack.extend(e.exceptions)
+            else:
+                leaves.append(e)
+        if leaves and all(isinstance(e, WaitSignal) for e in leaves) and len({type(e) for e in leaves}) == 1:
+            return leaves[0]  # type: ignore[return-value]
+    return None

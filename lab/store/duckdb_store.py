@@ -26,7 +26,7 @@ import duckdb
 
 from ..errors import RunNotFoundError, StoreError, StoreLockedError, StoreQueryError, StoreSchemaError
 from ..manifest import Manifest
-from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, utcnow
+from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord, utcnow
 from .journal import Journal
 from .schema import FOLD_STATEMENTS, JOURNAL_SELECT, MIGRATIONS, SCHEMA_VERSION
 
@@ -252,7 +252,9 @@ class DuckDBStore:
                     pass
                 raise StoreError(
                     f"cannot fold the journal {self._journal.path} into {self.path}: {str(exc).splitlines()[0]}; "
-                    "the journal is kept and will be replayed on the next open"
+                    "nothing is lost: the journal is kept and replayed on the next open. If this repeats, a line of "
+                    f"the journal was damaged or edited by hand: move {self._journal.path} aside (it holds the "
+                    "boundaries written since the last fold) to open the store without it"
                 ) from None
             self._journal.truncate()
 
@@ -303,6 +305,7 @@ class DuckDBStore:
             "updated_at": _ts(run.updated_at),
             "parent_run_id": run.parent_run_id,
             "parent_seq": run.parent_seq,
+            "breakpoints": run.breakpoints,
         }
 
     @staticmethod
@@ -317,6 +320,7 @@ class DuckDBStore:
             "next": [p.to_json() for p in cp.next],
             "output": cp.output,
             "created_at": _ts(cp.created_at),
+            "counters": cp.counters,
         }
 
     @staticmethod
@@ -347,7 +351,59 @@ class DuckDBStore:
             "updated_at": time.time(),
         }
 
+    @staticmethod
+    def wait_row(wait: WaitRecord) -> dict[str, Any]:
+        return {
+            "t": "wait",
+            "owner": wait.owner,
+            "run_id": wait.run_id,
+            "kind": wait.kind,
+            "node_id": wait.node_id,
+            "checkpoint_seq": wait.checkpoint_seq,
+            "prompt": wait.prompt,
+            "details": wait.details,
+            "prior": wait.prior,
+            "created_at": _ts(wait.created_at),
+        }
+
+    @staticmethod
+    def resolution_row(owner: str, resolution: dict[str, Any], at: datetime) -> dict[str, Any]:
+        """A wait's verdict, answer or grant; the first one for an owner wins on fold."""
+        return {"t": "vd", "owner": owner, "resolution": resolution, "resolved_at": _ts(at)}
+
+    @staticmethod
+    def breakpoints_row(run_id: str, breakpoints: dict[str, list[str]]) -> dict[str, Any]:
+        return {"t": "bp", "run_id": run_id, "breakpoints": breakpoints}
+
     # -- reading -------------------------------------------------------------------------
+
+    def waits(self, run_id: str) -> list[WaitRecord]:
+        """Every wait of a run, oldest first: the open one (if any) and the answered evidence."""
+        with self._reading() as con:
+            rows = con.execute(
+                f"SELECT {_WAIT_COLS} FROM waits WHERE run_id = ? ORDER BY checkpoint_seq, created_at", [run_id]
+            ).fetchall()
+        return [_wait_record(r) for r in rows]
+
+    def wait_at(self, run_id: str, seq: int) -> WaitRecord | None:
+        """The wait bound to checkpoint `seq` of a run (a waiting checkpoint has exactly one)."""
+        with self._reading() as con:
+            row = con.execute(
+                f"SELECT {_WAIT_COLS} FROM waits WHERE run_id = ? AND checkpoint_seq = ? "
+                "ORDER BY created_at DESC LIMIT 1",
+                [run_id, seq],
+            ).fetchone()
+        return _wait_record(row) if row else None
+
+    def open_waits(self) -> list[WaitRecord]:
+        """Every unanswered wait of a waiting run in the store (what needs a person)."""
+        with self._reading() as con:
+            rows = con.execute(
+                f"SELECT {', '.join('w.' + c.strip() for c in _WAIT_COLS.split(','))} FROM waits w "
+                "JOIN runs r ON r.run_id = w.run_id AND r.head_seq = w.checkpoint_seq "
+                "WHERE w.resolved_at IS NULL AND r.status = 'waiting' ORDER BY w.created_at"
+            ).fetchall()
+        return [_wait_record(r) for r in rows]
 
     @contextmanager
     def _reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -503,7 +559,7 @@ class DuckDBStore:
         with self._reading() as con:
             con.execute("BEGIN")
             try:
-                for table in ("checkpoints", "events", "runs"):
+                for table in ("checkpoints", "events", "waits", "runs"):
                     con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
                 con.execute("COMMIT")
             except duckdb.Error as exc:
@@ -545,16 +601,19 @@ class DuckDBStore:
         """Every row of every table, for tests that prove a refused action changed nothing."""
         out = {}
         with self._reading() as con:
-            for table in ("graphs", "runs", "checkpoints", "events"):
+            for table in ("graphs", "runs", "checkpoints", "events", "waits"):
                 out[table] = con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
         return out
 
 
 _RUN_COLS = (
     "run_id, graph_key, revision, digest, status, head_seq, durability, output, error, "
-    "created_at, updated_at, parent_run_id, parent_seq"
+    "created_at, updated_at, parent_run_id, parent_seq, breakpoints"
 )
-_CP_COLS = "run_id, seq, parent_seq, status, state, next, output, created_at"
+_CP_COLS = "run_id, seq, parent_seq, status, state, next, output, created_at, counters"
+_WAIT_COLS = (
+    "run_id, owner, kind, node_id, checkpoint_seq, prompt, details, prior, created_at, resolved_at, resolution"
+)
 _EV_COLS = "run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at"
 
 
@@ -573,6 +632,7 @@ def _run_record(r: tuple[Any, ...]) -> RunRecord:
         updated_at=r[10],
         parent_run_id=r[11],
         parent_seq=r[12],
+        breakpoints=_loads(r[13]),
     )
 
 
@@ -582,6 +642,7 @@ def _checkpoint_record(r: tuple[Any, ...]) -> CheckpointRecord:
         state = _loads(r[4])
         nxt = _loads(r[5])
         output = _loads(r[6])
+        counters = _loads(r[8])
         stations = tuple(PendingStation(p["node_id"], p["fields"]) for p in nxt)
     except (ValueError, TypeError, KeyError) as exc:
         from ..errors import CheckpointError
@@ -601,6 +662,7 @@ def _checkpoint_record(r: tuple[Any, ...]) -> CheckpointRecord:
         next=stations,
         output=output,
         created_at=r[7],
+        counters=counters,
     )
 
 
@@ -618,4 +680,28 @@ def _event_record(r: tuple[Any, ...]) -> EventRecord:
         checkpoint_seq=r[5],
         payload=payload,
         created_at=r[7],
+    )
+
+
+def _wait_record(r: tuple[Any, ...]) -> WaitRecord:
+    try:
+        details, prior, resolution = _loads(r[6]), _loads(r[7]) or [], _loads(r[10])
+    except ValueError as exc:
+        from ..errors import CheckpointError
+
+        raise CheckpointError(
+            f"the stored wait {r[1]} is damaged ({exc}); other runs are unaffected", run_id=r[0], seq=r[4]
+        ) from None
+    return WaitRecord(
+        run_id=r[0],
+        owner=r[1],
+        kind=r[2],
+        node_id=r[3],
+        checkpoint_seq=int(r[4]),
+        prompt=r[5],
+        details=details,
+        prior=prior,
+        created_at=r[8],
+        resolved_at=r[9],
+        resolution=resolution,
     )

@@ -7,7 +7,7 @@ columns hold what the codec wrote; query them with DuckDB's JSON functions
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 MIGRATIONS: list[list[str]] = [
     # version 0 -> 1: the foundation tables
@@ -72,6 +72,26 @@ MIGRATIONS: list[list[str]] = [
         )
         """,
     ],
+    # version 1 -> 2: waits and verdicts, per-run breakpoints, checkpointed budget counters
+    [
+        """
+        CREATE TABLE IF NOT EXISTS waits (
+            owner VARCHAR PRIMARY KEY,
+            run_id VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,
+            node_id VARCHAR NOT NULL,
+            checkpoint_seq BIGINT NOT NULL,
+            prompt VARCHAR,
+            details JSON,
+            prior JSON,
+            created_at TIMESTAMP NOT NULL,
+            resolved_at TIMESTAMP,
+            resolution JSON
+        )
+        """,
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS breakpoints JSON",
+        "ALTER TABLE checkpoints ADD COLUMN IF NOT EXISTS counters JSON",
+    ],
 ]
 
 JOURNAL_COLUMNS: dict[str, str] = {
@@ -98,6 +118,14 @@ JOURNAL_COLUMNS: dict[str, str] = {
     "error": "JSON",
     "updated_at": "DOUBLE",
     "parent_run_id": "VARCHAR",
+    "breakpoints": "JSON",
+    "counters": "JSON",
+    "owner": "VARCHAR",
+    "prompt": "VARCHAR",
+    "details": "JSON",
+    "prior": "JSON",
+    "resolved_at": "DOUBLE",
+    "resolution": "JSON",
 }
 """Every column a journal line may carry; `t` says which table the line belongs to.
 
@@ -106,7 +134,8 @@ Times travel as Unix seconds (cheap to take per boundary) and become UTC TIMESTA
 JOURNAL_SELECT = (
     "SELECT * REPLACE ("
     "make_timestamp(CAST(round(created_at * 1000000) AS BIGINT)) AS created_at, "
-    "make_timestamp(CAST(round(updated_at * 1000000) AS BIGINT)) AS updated_at) "
+    "make_timestamp(CAST(round(updated_at * 1000000) AS BIGINT)) AS updated_at, "
+    "make_timestamp(CAST(round(resolved_at * 1000000) AS BIGINT)) AS resolved_at) "
     "FROM read_json(?, format='newline_delimited', columns={"
     + ", ".join(f"'{k}': '{v}'" for k, v in JOURNAL_COLUMNS.items())
     + "})"
@@ -115,15 +144,36 @@ JOURNAL_SELECT = (
 
 FOLD_STATEMENTS: list[str] = [
     """
-    INSERT OR IGNORE INTO runs
+    INSERT OR IGNORE INTO runs BY NAME
     SELECT run_id, graph_key, revision, digest, status, head_seq, durability, output, error,
-           created_at, updated_at, parent_run_id, parent_seq
+           created_at, updated_at, parent_run_id, parent_seq, breakpoints
     FROM journal_rows WHERE t = 'run'
     """,
     """
-    INSERT OR IGNORE INTO checkpoints
-    SELECT run_id, seq, parent_seq, status, state, next, output, created_at
+    INSERT OR IGNORE INTO checkpoints BY NAME
+    SELECT run_id, seq, parent_seq, status, state, next, output, created_at, counters
     FROM journal_rows WHERE t = 'cp'
+    """,
+    """
+    INSERT OR IGNORE INTO waits BY NAME
+    SELECT owner, run_id, kind, node_id, checkpoint_seq, prompt, details, prior, created_at
+    FROM journal_rows WHERE t = 'wait'
+    """,
+    """
+    UPDATE waits SET resolved_at = v.resolved_at, resolution = v.resolution
+    FROM (
+        SELECT owner, resolved_at, resolution FROM journal_rows WHERE t = 'vd'
+        QUALIFY row_number() OVER (PARTITION BY owner ORDER BY j) = 1
+    ) AS v
+    WHERE waits.owner = v.owner AND waits.resolved_at IS NULL
+    """,
+    """
+    UPDATE runs SET breakpoints = b.breakpoints
+    FROM (
+        SELECT run_id, breakpoints FROM journal_rows WHERE t = 'bp'
+        QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY j DESC) = 1
+    ) AS b
+    WHERE runs.run_id = b.run_id
     """,
     """
     INSERT OR IGNORE INTO events

@@ -1,0 +1,182 @@
+"""What a node uses to park a run: gate stations, `interrupt()`, capability requests.
+
+A station parks by raising a `WaitSignal`; the serial engine catches it, the run writes a
+waiting checkpoint and a wait record, and nothing stays resident (seed 001 "Durable Stasis").
+When the wait is answered the same station runs again from the top with the answer in its
+`StationContext`: a gate's `decide` gets the verdict, `interrupt()` returns the answers in
+order (LangGraph semantics), `granted()` returns what a capability grant handed over.
+
+This module knows nothing of the store or of any view; the engine sets the context per station.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic_graph import BaseNode, GraphRunContext
+from typing_extensions import TypeVar
+
+from .errors import RunStateError
+
+if TYPE_CHECKING:
+    from .records import WaitKind
+
+__all__ = (
+    "Gate",
+    "Verdict",
+    "interrupt",
+    "CapabilityRequired",
+    "granted",
+    "WaitSignal",
+    "StationContext",
+    "station_context",
+)
+
+StateT = TypeVar("StateT", default=None)
+DepsT = TypeVar("DepsT", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A person's answer at a gate: approved or denied, with an optional note."""
+
+    approved: bool
+    note: str | None = None
+    owner: str = ""
+    """The wait this verdict answered."""
+    at: datetime | None = None
+
+    @property
+    def denied(self) -> bool:
+        return not self.approved
+
+
+class WaitSignal(Exception):
+    """Raised inside a station to park the run. Not an error: the engine never records it as one."""
+
+    kind: ClassVar[WaitKind]
+
+    def __init__(self, prompt: str | None, details: Any = None):
+        super().__init__(prompt or self.kind)
+        self.prompt = prompt
+        self.details = details
+
+
+class ConsentRequired(WaitSignal):
+    """A gate station reached without a verdict."""
+
+    kind = "consent"
+
+
+class InterruptRequested(WaitSignal):
+    """`interrupt(value)` found no answer yet; `prior` are the answers already consumed."""
+
+    kind = "interrupt"
+
+    def __init__(self, value: Any, prior: list[Any]):
+        super().__init__(None, value)
+        self.prior = prior
+
+
+class CapabilityRequired(WaitSignal):
+    """Raise inside a node when it needs a capability the process does not have ("gpu").
+
+    The run checkpoints and waits until `run.grant(name)` or a provider registered with
+    `lab.provide(name, fn)` grants it; then the node runs again and `granted(name)` returns the
+    granted value. Budgets (seed 001): 8 capability resumes per run, 3 consecutive requests
+    for one capability.
+    """
+
+    kind = "capability"
+
+    def __init__(self, capability: str, details: Any = None):
+        if not isinstance(capability, str) or not capability:
+            raise TypeError(f"CapabilityRequired needs a capability name (a non-empty str), got {capability!r}")
+        super().__init__(f"capability {capability!r} required", details)
+        self.capability = capability
+
+
+@dataclass(slots=True)
+class StationContext:
+    """What the engine hands the station it is about to run: the answers to its last wait."""
+
+    node_id: str
+    verdict: Verdict | None = None
+    answers: list[Any] = field(default_factory=list)
+    grants: dict[str, Any] = field(default_factory=dict)
+    used: int = 0
+    """How many of `answers` this attempt's `interrupt()` calls consumed so far."""
+
+
+station_context: contextvars.ContextVar[StationContext | None] = contextvars.ContextVar(
+    "graph_lab_station", default=None
+)
+"""Set by the serial engine around each station; pydantic-graph's task copies it."""
+
+
+def _current(what: str) -> StationContext:
+    ctx = station_context.get()
+    if ctx is None:
+        raise RunStateError(
+            f"{what} was called outside a running station; call it inside a node's run() while a lab "
+            "run steps it (run.step() / run.run())"
+        )
+    return ctx
+
+
+def interrupt(value: Any = None) -> Any:
+    """Park the run, showing `value`; when resumed with `run.resume_with(answer)`, return it.
+
+    The node runs again from the top on resume, so code before `interrupt` runs twice and the
+    state the node received is what was saved. Several calls in one node resume in order.
+    """
+    ctx = _current("interrupt()")
+    if ctx.used < len(ctx.answers):
+        answer = ctx.answers[ctx.used]
+        ctx.used += 1
+        return answer
+    raise InterruptRequested(value, list(ctx.answers))
+
+
+def granted(capability: str) -> Any:
+    """The value `run.grant(capability, value)` (or a provider) handed this station, else None."""
+    return _current("granted()").grants.get(capability)
+
+
+class Gate(BaseNode[StateT, DepsT, Any]):
+    """A station that parks the run until a person approves or denies (seed 001 consent).
+
+    Subclass it as a dataclass, set `prompt` (a string, or a method of `ctx` returning one) and
+    optionally `details` (JSON, or a method of `ctx` returning JSON), and route in `decide`:
+
+        @g.node
+        @dataclass
+        class ConfirmSend(Gate[State]):
+            prompt = "Send the draft to the customer?"
+            async def decide(self, ctx, verdict: Verdict) -> Send | Revise:
+                return Send() if verdict.approved else Revise(note=verdict.note)
+
+    `decide`'s return hint gives the gate's edges, as `run`'s does for other nodes.
+    """
+
+    prompt: ClassVar[Any] = "Approve?"
+    details: ClassVar[Any] = None
+
+    async def run(self, ctx: GraphRunContext[StateT, DepsT]) -> Any:
+        station = _current(f"{type(self).__name__}.run()")
+        if station.verdict is None:
+            raise ConsentRequired(self._ask("prompt", ctx), self._ask("details", ctx))
+        return await self.decide(ctx, station.verdict)
+
+    async def decide(self, ctx: GraphRunContext[StateT, DepsT], verdict: Verdict) -> Any:
+        raise NotImplementedError(
+            f"gate {type(self).__name__} has no decide(self, ctx, verdict) method; define one that returns "
+            "the next node for an approval or a denial"
+        )
+
+    def _ask(self, name: str, ctx: GraphRunContext[StateT, DepsT]) -> Any:
+        value = getattr(self, name)
+        return value(ctx) if callable(value) else value

@@ -1,0 +1,398 @@
+"""Parking and answering: the run's side of gates, `interrupt()`, breakpoints and capabilities.
+
+A park always writes a *waiting checkpoint* (parent: the head, the state the station received,
+the same next station) and a wait record bound to it, in one journal transaction, then the run
+holds nothing: no task, thread or lock (seed 001 "Durable Stasis"). An answer (verdict,
+`resume_with` value, grant, or "continue" for a breakpoint) is recorded once against the wait's
+owner id and moves the run to `queued`; the next step runs the parked station again from the
+top with the answer in its `StationContext`.
+
+Rules worth knowing:
+
+- Only the wait bound to the head checkpoint counts. Rewinding, editing the state or forking
+  moves the head off it, and the station parks again when it is reached again.
+- Continuing from a wait at a boundary skips a before-breakpoint at that same boundary (one
+  stop per boundary).
+- Capability budgets (seed 001): a park for a capability counts as one resume (at most 8 per
+  run) and one consecutive request for that capability (at most 3; a settled station resets
+  it). Both counters are written in every checkpoint, so a restart cannot reset them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import secrets
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from .errors import (
+    CapabilityBudgetError,
+    GraphDefinitionError,
+    RevisionMismatchError,
+    WaitError,
+    WaitOwnerError,
+)
+from .gates import CapabilityRequired, InterruptRequested, StationContext, Verdict, WaitSignal
+from .records import WaitKind, WaitRecord
+
+if TYPE_CHECKING:
+    from .run import Run
+
+__all__ = ("Waits", "MAX_CAPABILITY_RESUMES", "MAX_CONSECUTIVE_REQUESTS")
+
+MAX_CAPABILITY_RESUMES = 8
+"""Capability parks allowed per run (seed 001 "Capability handshake")."""
+MAX_CONSECUTIVE_REQUESTS = 3
+"""Requests for one capability allowed in a row without a station settling in between."""
+
+When = Literal["before", "after"]
+_ANSWER_HINT: dict[str, str] = {
+    "consent": "run.approve(note=...) or run.deny(note=...)",
+    "interrupt": "run.resume_with(answer)",
+    "breakpoint": "run.run() or run.step() (a breakpoint continues when stepped)",
+    "capability": "run.grant(name) (or register a provider with lab.provide(name, fn))",
+}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _json(value: Any, what: str) -> Any:
+    try:
+        return to_jsonable_python(value)
+    except PydanticSerializationError as exc:
+        raise TypeError(f"{what} must be JSON-serialisable (str, numbers, lists, dicts, dataclasses): {exc}") from None
+
+
+class Waits:
+    """Mixed into `Run`: the wait a run is parked on, answering it, and breakpoints."""
+
+    # -- what a person reads -------------------------------------------------------------
+
+    @property
+    def wait(self: Run) -> WaitRecord | None:  # type: ignore[misc]
+        """The wait the run is parked on (or that was just answered and will be continued)."""
+        if self._status in ("waiting", "queued") and self._wait is not None and self._wait.checkpoint_seq == self._head:
+            return self._wait
+        return None
+
+    def waits(self: Run) -> list[WaitRecord]:  # type: ignore[misc]
+        """Every wait of this run, answered ones included (the evidence), oldest first."""
+        return self.lab.store.waits(self.id)
+
+    @property
+    def breakpoints(self: Run) -> dict[str, set[str]]:  # type: ignore[misc]
+        """Stations this run parks before / after: `{"before": {...}, "after": {...}}` (a copy)."""
+        return {k: set(v) for k, v in self._breakpoints.items()}
+
+    # -- answering -----------------------------------------------------------------------
+
+    def approve(self: Run, note: str | None = None, *, owner: str | None = None) -> WaitRecord:  # type: ignore[misc]
+        """Approve the gate the run waits on; the next step runs its `decide` with the verdict."""
+        return self._answer("consent", {"approved": True, "note": _note(note)}, owner, "approve")
+
+    def deny(self: Run, note: str | None = None, *, owner: str | None = None) -> WaitRecord:  # type: ignore[misc]
+        """Deny the gate the run waits on; the next step runs its `decide` with the verdict."""
+        return self._answer("consent", {"approved": False, "note": _note(note)}, owner, "deny")
+
+    def resume_with(self: Run, answer: Any, *, owner: str | None = None) -> WaitRecord:  # type: ignore[misc]
+        """Answer the `interrupt()` the run waits on; the node runs again and `interrupt` returns it.
+
+        The answer is stored as JSON and the node receives the JSON form, in this process and
+        after a restart alike.
+        """
+        return self._answer("interrupt", {"answer": _json(answer, "the answer to interrupt()")}, owner, "resume_with")
+
+    def grant(self: Run, capability: str, value: Any = None, *, owner: str | None = None) -> WaitRecord:  # type: ignore[misc]
+        """Grant the capability the run waits on; the node runs again and `granted(name)` returns `value`."""
+        wait = self.wait
+        if wait is not None and wait.kind == "capability" and wait.details.get("capability") != capability:
+            raise WaitError(
+                f"run {self.id} waits for capability {wait.details.get('capability')!r}, not {capability!r}; "
+                f"grant that one"
+            )
+        resolution = {"granted": capability, "value": _json(value, "a capability grant's value"), "by": "person"}
+        return self._answer("capability", resolution, owner, "grant")
+
+    def _answer(self: Run, kind: WaitKind, resolution: dict[str, Any], owner: str | None, action: str) -> WaitRecord:  # type: ignore[misc]
+        with self._exclusive(action):
+            wait = self._check_answerable(kind, owner, action)
+            return self._resolve(wait, resolution)
+
+    def _check_answerable(self: Run, kind: WaitKind, owner: str | None, action: str) -> WaitRecord:  # type: ignore[misc]
+        wait = self.wait
+        if self._status == "queued" and wait is not None:
+            raise WaitError(
+                f"run {self.id}'s {wait.kind} wait at {wait.node_id} was already answered "
+                f"({_describe(wait.resolution)}); a wait takes one answer. run.run() continues it"
+            )
+        if self._status != "waiting" or wait is None:
+            raise WaitError(f"run {self.id} is {self._status}, not waiting; there is nothing to {action}")
+        if wait.kind != kind:
+            raise WaitError(
+                f"run {self.id} waits on a {wait.kind} at {wait.node_id}, which {action}() does not answer; "
+                f"use {_ANSWER_HINT[wait.kind]}"
+            )
+        if owner is not None and owner != wait.owner:
+            raise WaitOwnerError(
+                f"the verdict names wait {owner!r}, but run {self.id}'s current wait is {wait.owner!r} "
+                f"(at {wait.node_id}, checkpoint {wait.checkpoint_seq}); refresh the view and answer the current wait"
+            )
+        current = self.graph.build()
+        if current.manifest.digest != self._built.manifest.digest:
+            raise RevisionMismatchError(self.lab._mismatch_message(self.id, self._built.manifest, current.manifest))
+        return wait
+
+    def _resolve(self: Run, wait: WaitRecord, resolution: dict[str, Any]) -> WaitRecord:  # type: ignore[misc]
+        at = _now()
+        store = self.lab.store
+        self._write(
+            [
+                store.resolution_row(wait.owner, resolution, at),
+                self._event_row(
+                    "verdict",
+                    node_id=wait.node_id,
+                    checkpoint_seq=wait.checkpoint_seq,
+                    payload={"kind": wait.kind, "owner": wait.owner, **resolution},
+                ),
+                store.update_row(self.id, status="queued", head_seq=self._head),
+            ],
+            sync=True,
+        )
+        self._wait = replace(wait, resolution=resolution, resolved_at=at)
+        self._status = "queued"
+        return self._wait
+
+    # -- breakpoints ---------------------------------------------------------------------
+
+    def set_breakpoint(self: Run, node_id: str, when: When = "before") -> None:  # type: ignore[misc]
+        """Park this run before (or after) station `node_id` from now on."""
+        self._change_breakpoint(node_id, when, add=True)
+
+    def clear_breakpoint(self: Run, node_id: str, when: When | None = None) -> None:  # type: ignore[misc]
+        """Remove the breakpoint(s) on `node_id` (`when=None`: both before and after)."""
+        for w in ("before", "after") if when is None else (when,):
+            self._change_breakpoint(node_id, w, add=False)
+
+    def _change_breakpoint(self: Run, node_id: str, when: str, *, add: bool) -> None:  # type: ignore[misc]
+        if when not in ("before", "after"):
+            raise ValueError(f"a breakpoint is 'before' or 'after' a station, got when={when!r}")
+        if add and node_id not in self._built.manifest.station_ids:
+            raise GraphDefinitionError(
+                f"graph {self._built.key!r} has no station {node_id!r}; its stations are {list(self._built.manifest.station_ids)}"
+            )
+        with self._exclusive("change the breakpoints of"):
+            current = self._breakpoints[when]
+            if (node_id in current) == add:
+                return
+            (current.add if add else current.discard)(node_id)
+            store = self.lab.store
+            self._write(
+                [
+                    store.breakpoints_row(self.id, self._breakpoints_json()),
+                    self._event_row(
+                        "breakpoint", node_id=node_id, checkpoint_seq=self._head,
+                        payload={"action": "set" if add else "clear", "when": when},
+                    ),
+                ],
+                sync=True,
+            )
+
+    def _breakpoints_json(self: Run) -> dict[str, list[str]]:  # type: ignore[misc]
+        return {k: sorted(v) for k, v in self._breakpoints.items()}
+
+    # -- engine hooks ----------------------------------------------------------------------
+
+    def before(self: Run, *, node_id: str, first: bool) -> StationContext | None:  # type: ignore[misc]
+        if first and self._resume is not None:
+            return self._resume
+        if node_id in self._breakpoints["before"]:
+            self._park("breakpoint", node_id, prompt=None, details={"when": "before", "station": node_id})
+            return None
+        return StationContext(node_id)
+
+    def after(self: Run, *, node_id: str) -> bool:  # type: ignore[misc]
+        if node_id in self._breakpoints["after"]:
+            self._park("breakpoint", node_id, prompt=None, details={"when": "after", "station": node_id})
+            return True
+        return False
+
+    def parked(self: Run, *, attempt: int, node_id: str, signal: WaitSignal) -> None:  # type: ignore[misc]
+        self._restore_head_state()  # the station's partial work is not saved
+        try:
+            prompt = signal.prompt
+            if prompt is not None and not isinstance(prompt, str):
+                raise TypeError(f"a wait's prompt must be a string, got {type(prompt).__name__}")
+            details = _json(signal.details, f"the details of {node_id}'s {signal.kind} wait")
+            prior: list[Any] = signal.prior if isinstance(signal, InterruptRequested) else []
+            if isinstance(signal, CapabilityRequired):
+                details = {"capability": signal.capability, "details": details}
+                self._count_capability_request(node_id, signal.capability)
+        except (TypeError, CapabilityBudgetError) as exc:
+            self.failed(attempt=attempt, node_id=node_id, error=exc)
+            return
+        self._park(signal.kind, node_id, prompt=prompt, details=details, prior=prior, attempt=attempt)
+
+    def _count_capability_request(self: Run, node_id: str, capability: str) -> None:  # type: ignore[misc]
+        counters = self._counters
+        resumes = int(counters.get("capability_resumes", 0))
+        consecutive = dict(counters.get("consecutive", {}))
+        n = int(consecutive.get(capability, 0)) + 1
+        if n > MAX_CONSECUTIVE_REQUESTS:
+            raise CapabilityBudgetError(
+                f"station {node_id} asked for capability {capability!r} {n} times in a row (the budget is "
+                f"{MAX_CONSECUTIVE_REQUESTS}); granting it does not satisfy the node, so the run stops here. "
+                "Fix the node or its provider, then fork the run from an earlier checkpoint"
+            )
+        if resumes >= MAX_CAPABILITY_RESUMES:
+            raise CapabilityBudgetError(
+                f"run {self.id} used its {MAX_CAPABILITY_RESUMES} capability resumes; station {node_id} asked for "
+                f"{capability!r} again, so the run stops here. Fork it to start a fresh budget"
+            )
+        self._counters = {"capability_resumes": resumes + 1, "consecutive": {capability: n}}
+
+    def _park(  # type: ignore[misc]
+        self: Run,
+        kind: WaitKind,
+        node_id: str,
+        *,
+        prompt: str | None,
+        details: Any,
+        prior: list[Any] | None = None,
+        attempt: int | None = None,
+    ) -> None:
+        """Write the waiting checkpoint, the wait and the `waiting` event in one transaction."""
+        codec = self._built.codec
+        store = self.lab.store
+        seq = self._next_cp
+        owner = f"wait-{self.id[4:]}-{seq}-{secrets.token_hex(2)}"
+        wait = WaitRecord(
+            run_id=self.id,
+            owner=owner,
+            kind=kind,
+            node_id=node_id,
+            checkpoint_seq=seq,
+            prompt=prompt,
+            details=details,
+            prior=list(prior or []),
+            created_at=_now(),
+        )
+        cp_row = {
+            "t": "cp",
+            "run_id": self.id,
+            "seq": seq,
+            "parent_seq": self._head,
+            "status": "waiting",
+            "state": self._state_json,
+            "next": [codec.encode_node(n).to_json() for n in self._pending],
+            "output": None,
+            "created_at": time.time(),
+            "counters": self._counters or None,
+        }
+        self._write(
+            [
+                cp_row,
+                store.wait_row(wait),
+                self._event_row(
+                    "waiting",
+                    node_id=node_id,
+                    attempt=attempt,
+                    checkpoint_seq=seq,
+                    payload={"kind": kind, "owner": owner, "prompt": prompt, "details": details},
+                ),
+            ],
+            sync=True,
+        )
+        self._unflushed = 0
+        self._next_cp = seq + 1
+        self._head = seq
+        self._status = "waiting"
+        self._wait = wait
+        self._resume = None
+        from .run import StepResult
+
+        self._last = StepResult(node_id, "waiting", seq, self.next_stations)
+
+    # -- continuing ------------------------------------------------------------------------
+
+    def _prepare_continue(self: Run) -> None:  # type: ignore[misc]
+        """Before stepping: refuse an unanswered wait, continue a breakpoint, arm the answer."""
+        self._resume = None
+        wait = self._wait if self._wait is not None and self._wait.checkpoint_seq == self._head else None
+        if self._status == "waiting":
+            if wait is None:  # a waiting checkpoint without its wait: re-enter the station
+                return
+            if wait.kind == "breakpoint":
+                self._resolve(wait, {"continued": True})
+                wait = self._wait
+            elif wait.kind == "capability" and wait.details.get("capability") in self.lab._providers:
+                return  # granted by the provider in `_provide` before the engine starts
+            else:
+                raise WaitError(
+                    f"run {self.id} is waiting on a {wait.kind} at {wait.node_id}"
+                    + (f" ({wait.prompt!r})" if wait.prompt else "")
+                    + f"; answer it first with {_ANSWER_HINT[wait.kind]}"
+                )
+        if wait is None or wait.resolution is None:
+            return
+        self._resume = _context_for(wait)
+
+    async def _provide(self: Run) -> bool:  # type: ignore[misc]
+        """Grant a capability wait at the head from a registered provider; True if it did."""
+        wait = self.wait
+        if wait is None or wait.kind != "capability" or wait.resolution is not None:
+            return False
+        name = wait.details.get("capability")
+        provider = self.lab._providers.get(name)
+        if provider is None:
+            return False
+        value = provider(wait)
+        if inspect.isawaitable(value):
+            value = await value
+        self._resolve(wait, {"granted": name, "value": _json(value, f"provider {name!r}'s value"), "by": "provider"})
+        self._resume = _context_for(self._wait)
+        return True
+
+    def _settled_counters(self: Run) -> dict[str, Any] | None:  # type: ignore[misc]
+        """A settled station ends a run of consecutive requests; resumes are kept."""
+        if self._counters.get("consecutive"):
+            self._counters = {"capability_resumes": self._counters.get("capability_resumes", 0), "consecutive": {}}
+        return self._counters or None
+
+
+def _context_for(wait: WaitRecord | None) -> StationContext | None:
+    if wait is None or wait.resolution is None:
+        return None
+    res = wait.resolution
+    ctx = StationContext(wait.node_id)
+    if wait.kind == "consent":
+        ctx.verdict = Verdict(bool(res.get("approved")), res.get("note"), wait.owner, wait.resolved_at)
+    elif wait.kind == "interrupt":
+        ctx.answers = [*wait.prior, res.get("answer")]
+    elif wait.kind == "capability":
+        ctx.grants = {res.get("granted"): res.get("value")}
+    return ctx
+
+
+def _note(note: Any) -> str | None:
+    if note is not None and not isinstance(note, str):
+        raise WaitError(f"a verdict's note must be a string or None, got {type(note).__name__} {note!r}")
+    return note
+
+
+def _describe(resolution: dict[str, Any] | None) -> str:
+    if not resolution:
+        return "unanswered"
+    if "approved" in resolution:
+        word = "approved" if resolution["approved"] else "denied"
+        return word + (f" with note {resolution.get('note')!r}" if resolution.get("note") else "")
+    if "answer" in resolution:
+        return f"answered {resolution['answer']!r}"
+    if "granted" in resolution:
+        return f"granted {resolution['granted']!r}"
+    return "continued"
