@@ -18,14 +18,14 @@ import pytest
 from pydantic_graph import BaseNode, End, GraphRunContext
 
 import lab.lab as lab_module
-from lab import Lab, Run, current_run
+from lab import Lab, LabGraph, Run, current_run
 
 IPython = pytest.importorskip("IPython")
 from IPython.core.error import UsageError  # noqa: E402
 from IPython.testing import globalipapp  # noqa: E402
 
 import kernel_ext  # noqa: E402
-from kernel_ext.display import EventList, RunList, SqlResult, StepList  # noqa: E402
+from kernel_ext.display import EventList, RunList, SqlResult, StepList, graph_html, run_html  # noqa: E402
 
 
 @dataclass
@@ -132,11 +132,20 @@ def test_load_format_unload() -> None:
         g = lab.graph("say", state_type=Text, output_type=str)
         g.node(Say)
         run = g.start(Say(), state=Text()).run()
-        html = html_formatter(run)
+        # runs and graphs: the compact HTML fallback, unless they display themselves (widget, SVG)
+        html = run_html(run)
         assert "done" in html and "&lt;img src=x onerror=alert(1)&gt;" in html and "<img" not in html
-        assert run.id in ip.display_formatter.formatters["text/plain"](run)
-        ghtml = html_formatter(g)
+        ghtml = graph_html(g)
         assert "Say" in ghtml and "__end__" in ghtml
+        for cls, attr, obj, expected in (
+            (Run, "_ipython_display_", run, html),
+            (LabGraph, "_repr_mimebundle_", g, ghtml),
+        ):
+            registered = any(c is cls for _, c, _ in state.formatters)
+            assert registered is not hasattr(cls, attr)
+            if registered:
+                assert html_formatter(obj) == expected
+        assert run.id in ip.display_formatter.formatters["text/plain"](run)
         cp = run.checkpoint(1)
         cp_html = html_formatter(cp)
         assert "&lt;img" in cp_html and "<img" not in cp_html and f"{run.id}@1" in cp_html
@@ -375,7 +384,7 @@ def test_forward_reference_is_fine_until_the_graph_runs(ip: Any) -> None:
     run_cells(ip, [COUNTER_CELLS[0], COUNTER_CELLS[1]])  # Inc returns "Check", not defined yet
     g = ip.user_ns["g"]
     assert list(g.nodes) == ["Inc"]
-    assert "not buildable yet" in html_of(ip, g) and "Check" in html_of(ip, g)
+    assert "not buildable yet" in graph_html(g) and "&#x27;Check&#x27;, which is not defined" in graph_html(g)
     with pytest.raises(UsageError, match="'Check', which is not defined"):
         lab_magic(ip, "start Inc()")
     run_cells(ip, [COUNTER_CELLS[2]], prefix="later")
