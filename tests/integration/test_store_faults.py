@@ -13,6 +13,9 @@ lost or changed — proved by comparing every table, or the file's bytes, before
 - a file that is not a DuckDB database (text, random bytes, empty, a truncated store):
   `StoreError`, file unchanged
 - a store with a table dropped by hand: `StoreError` on open, not a raw DuckDB error
+- a run whose head checkpoint row is gone: `CheckpointError`; `lab.fork` from an earlier one works
+- a complete journal line that cannot be folded (edited by hand): `StoreError` saying to move the
+  journal aside; database and journal unchanged
 - a run started in a worker process, resumed in this one onto a changed graph:
   `RevisionMismatchError` saying what changed and how to fork; the store unchanged; forking onto
   the current revision (also from a fresh process, through `lab.fork`) works
@@ -76,7 +79,9 @@ def tamper(db: Path, *statements: tuple[str, list[Any]] | str) -> None:
 
 def files_digest(directory: Path) -> dict[str, str]:
     """sha-256 of every file in the store's directory (the database, its journal, any WAL)."""
-    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(directory.iterdir()) if f.is_file()}
+    return {
+        f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(directory.iterdir()) if f.is_file()
+    }
 
 
 @contextmanager
@@ -138,7 +143,11 @@ def test_a_store_held_by_another_process_is_refused_clearly_and_opens_after(stor
     db, runs = store
     before = raw_snapshot(db)
     with subprocess.Popen(
-        worker_command(db, "hold"), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        worker_command(db, "hold"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     ) as holder:
         try:
             assert holder.stdout.readline().strip() == "READY", holder.stderr.read()
@@ -157,7 +166,11 @@ def test_a_store_held_by_another_process_is_refused_clearly_and_opens_after(stor
                 text=True,
                 cwd=Path(__file__).parents[2],
             )
-            assert cli.returncode == 2 and "open in another process" in cli.stderr and "Traceback" not in cli.stderr
+            assert (
+                cli.returncode == 2
+                and "open in another process" in cli.stderr
+                and "Traceback" not in cli.stderr
+            )
         finally:
             holder.stdin.close()
             assert holder.wait(timeout=30) == 0, holder.stderr.read()
@@ -180,7 +193,13 @@ def _set_state(text: str) -> Callable[[Path, str, int], None]:
 
 def _set_next(stations: list[dict[str, Any]]) -> Callable[[Path, str, int], None]:
     def edit(db: Path, run_id: str, seq: int) -> None:
-        tamper(db, ("UPDATE checkpoints SET next = ? WHERE run_id = ? AND seq = ?", [json.dumps(stations), run_id, seq]))
+        tamper(
+            db,
+            (
+                "UPDATE checkpoints SET next = ? WHERE run_id = ? AND seq = ?",
+                [json.dumps(stations), run_id, seq],
+            ),
+        )
 
     return edit
 
@@ -190,7 +209,10 @@ def _truncate_state(db: Path, run_id: str, seq: int) -> None:
     tamper(
         db,
         "ALTER TABLE checkpoints ALTER state TYPE VARCHAR",
-        ("UPDATE checkpoints SET state = left(state, length(state) - 9) WHERE run_id = ? AND seq = ?", [run_id, seq]),
+        (
+            "UPDATE checkpoints SET state = left(state, length(state) - 9) WHERE run_id = ? AND seq = ?",
+            [run_id, seq],
+        ),
     )
 
 
@@ -209,9 +231,13 @@ DAMAGES = {
     ),
     "state-wrong-shape": Damage(_set_state("[1, 2, 3]"), r"state no longer validates as Counter", True),
     "unknown-node-id": Damage(
-        _set_next([{"node_id": "Gone", "fields": {}}]), r"unknown node id 'Gone'; the graph declares \['Check', 'Inc'\]", False
+        _set_next([{"node_id": "Gone", "fields": {}}]),
+        r"unknown node id 'Gone'; the graph declares \['Check', 'Inc'\]",
+        False,
     ),
-    "missing-node-field": Damage(_set_next([{"node_id": "Inc", "fields": {}}]), r"node Inc: missing field\(s\) \['by'\]", False),
+    "missing-node-field": Damage(
+        _set_next([{"node_id": "Inc", "fields": {}}]), r"node Inc: missing field\(s\) \['by'\]", False
+    ),
     "truncated-json": Damage(_truncate_state, r"stored JSON is damaged", True),
 }
 
@@ -223,7 +249,9 @@ def _checkpoint_error(action: Callable[[], Any], run_id: str, seq: int, damage: 
     assert message.startswith(f"run {run_id} checkpoint {seq}: "), message
     assert (err.value.run_id, err.value.seq) == (run_id, seq)
     assert re.search(damage.message, message), message
-    assert "other runs" in message.lower() and "lab.fork(run_id, seq)" in message and "backup" in message, message
+    assert "other runs" in message.lower() and "lab.fork(run_id, seq)" in message and "backup" in message, (
+        message
+    )
     return message
 
 
@@ -239,7 +267,9 @@ def test_a_damaged_head_checkpoint_refuses_resume_and_leaves_the_store_as_it_was
             _checkpoint_error(lambda: lab.resume(runs.victim), runs.victim, 3, damage)
         assert lab.run(runs.victim).head_seq == 3  # the run record still reads
         # the earlier, undamaged checkpoints of the damaged run are still there to fork from
-        assert lab.sql("select count(*) from checkpoints where run_id = ?", [runs.victim]).fetchall() == [(4,)]
+        assert lab.sql("select count(*) from checkpoints where run_id = ?", [runs.victim]).fetchall() == [
+            (4,)
+        ]
     assert raw_snapshot(db) == before
     assert_others_intact(db, runs)
     # the way forward the message names: fork the damaged run from its last good checkpoint
@@ -277,6 +307,34 @@ def test_a_damaged_earlier_checkpoint_is_an_error_only_where_it_is_read(store, k
     damaged_row = [r for r in before["checkpoints"] if r[0] == runs.victim and r[1] == 1]
     assert [r for r in resumed["checkpoints"] if r[0] == runs.victim and r[1] == 1] == damaged_row
     assert_others_intact(db, runs)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param("DELETE FROM checkpoints WHERE run_id = ? AND seq = 3", id="head-row-deleted"),
+        pytest.param("UPDATE runs SET head_seq = 42 WHERE run_id = ?", id="head-points-nowhere"),
+    ],
+)
+def test_a_run_whose_head_checkpoint_is_gone_refuses_resume_and_can_be_forked(store, edit):
+    db, runs = store
+    tamper(db, (edit, [runs.victim]))
+    before = raw_snapshot(db)
+    head = before["runs"][[r[0] for r in before["runs"]].index(runs.victim)][5]
+    with opened(db) as lab:
+        declare_counter(lab)
+        with pytest.raises(CheckpointError) as err:
+            lab.resume(runs.victim)
+        message = str(err.value)
+        assert message.startswith(
+            f"run {runs.victim} checkpoint {head}: the run's head checkpoint is missing"
+        )
+        assert "lab.fork(run_id, seq)" in message
+    assert raw_snapshot(db) == before
+    assert_others_intact(db, runs)
+    with opened(db) as lab:
+        declare_counter(lab)
+        assert lab.fork(runs.victim, 2).run().output == 6
 
 
 # -- 3. a store from a newer schema ------------------------------------------------------------------
@@ -344,6 +402,37 @@ def test_a_store_with_a_table_dropped_by_hand_is_a_store_error(store):
     assert files_digest(db.parent) == digest
 
 
+def test_a_journal_line_that_cannot_be_folded_is_refused_and_kept(store):
+    """A complete journal transaction whose values do not fit the tables (edited by hand)."""
+    db, runs = store
+    journal = db.with_name(db.name + ".journal")
+    assert journal.stat().st_size == 0  # a clean close folded everything
+    line = {
+        "t": "ev",
+        "run_id": runs.victim,
+        "seq": "four",
+        "kind": "entered",
+        "node_id": "Check",
+        "attempt": 9,
+        "checkpoint_seq": 3,
+        "payload": {},
+        "created_at": 1.0e9,
+        "j": 0,
+        "end": True,
+    }
+    journal.write_text(json.dumps(line) + "\n")
+    before, digest = raw_snapshot(db), files_digest(db.parent)
+    for _ in range(2):  # refused the same way each time: nothing was half-folded
+        with pytest.raises(StoreError) as err:
+            Lab(os.fspath(db))
+        message = str(err.value)
+        assert f"cannot fold the journal {journal} into {db}" in message
+        assert "nothing is lost" in message and f"move {journal} aside" in message
+        assert files_digest(db.parent) == digest and raw_snapshot(db) == before
+    journal.rename(journal.with_name("set-aside.journal"))  # what the message says to do
+    assert_others_intact(db, runs)
+
+
 # -- 5. a revision mismatch across processes --------------------------------------------------------
 
 
@@ -378,7 +467,9 @@ def test_resuming_onto_a_changed_graph_is_refused_and_fork_onto_current_works(tm
         assert child.revision == pinned + 1 and lab.run(child.id).parent_run_id == run_id
         assert child.state == graphs_for_tests.State(count=2) and child.next_stations == ("Inc",)
         step = child.step()  # the station runs the code defined now: the edited Inc adds 10 x by
-        assert (step.node_id, step.outcome) == ("Inc", "settled") and child.state == graphs_for_tests.State(count=22)
+        assert (step.node_id, step.outcome) == ("Inc", "settled") and child.state == graphs_for_tests.State(
+            count=22
+        )
         assert [r.run_id for r in lab.lineage(run_id)] == [run_id, child.id]
     # the refusal wrote nothing (building the changed graph registered its manifest, nothing else)
     assert {t: after_refusal[t] for t in ("runs", "checkpoints", "events")} == {
