@@ -28,7 +28,7 @@ from ..errors import RunNotFoundError, StoreError, StoreLockedError, StoreQueryE
 from ..manifest import Manifest
 from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord, utcnow
 from .journal import Journal
-from .schema import FOLD_STATEMENTS, JOURNAL_SELECT, MIGRATIONS, SCHEMA_VERSION
+from .schema import FOLD_STATEMENTS, JOURNAL_SELECT, MIGRATIONS, SCHEMA_VERSION, TABLES
 
 __all__ = ("DuckDBStore", "open_store", "MEMORY")
 
@@ -601,7 +601,7 @@ class DuckDBStore:
         """Every row of every table, for tests that prove a refused action changed nothing."""
         out = {}
         with self._reading() as con:
-            for table in ("graphs", "runs", "checkpoints", "events", "waits"):
+            for table in TABLES:
                 out[table] = con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
         return out
 

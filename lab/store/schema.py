@@ -9,6 +9,9 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 2
 
+TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits")
+"""The data tables (besides `meta`), in dependency order."""
+
 MIGRATIONS: list[list[str]] = [
     # version 0 -> 1: the foundation tables
     [

@@ -31,7 +31,8 @@ import duckdb
 import pytest
 
 from lab import Lab
-from tests.integration.graphs_for_tests import LIMIT, State, declare, entry, worker_command
+from lab.store.schema import TABLES
+from tests.integration.graphs_for_tests import State, declare, entry, worker_command
 
 pytestmark = pytest.mark.slow
 
@@ -461,7 +462,7 @@ def test_torn_tail_alone_in_an_emptied_journal(tmp_path, killed_store):
 def raw_snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]]:
     con = duckdb.connect(os.fspath(db), read_only=True)
     try:
-        return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ("graphs", "runs", "checkpoints", "events")}
+        return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in TABLES}
     finally:
         con.close()
 
