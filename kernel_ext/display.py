@@ -38,6 +38,7 @@ STATUS_MARK = {
     "created": "○",
     "running": "▶",
     "waiting": "⏸",
+    "queued": "⏵",
     "done": "✔",
     "failed": "✖",
     "cancelled": "⊘",

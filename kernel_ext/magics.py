@@ -308,12 +308,13 @@ class LabMagics(Magics):
         act = getattr(run, verb, None)
         if act is None:
             raise UsageError(f"%lab {verb}: this version of lab has no gates yet (Run.{verb} is missing)")
-        if run.status != "waiting":
-            raise UsageError(
-                f"%lab {verb}: run {run.id} is {run.status}, not waiting at a gate; nothing to {verb}"
-            )
-        act(note=_note(rest))
-        print(f"run {run.id}: {verb}d; `%lab run` continues it")
+        note = _note(rest)
+        wait = act(note=note)  # refusals (not waiting, another kind of wait) are the run's own errors
+        where = f" the {getattr(wait, 'kind', 'consent')} gate at {getattr(wait, 'node_id', '?')}"
+        said = f" with note {note!r}" if note else ""
+        print(
+            f"run {run.id}: {'approved' if verb == 'approve' else 'denied'}{where}{said}; `%lab run` (or `%lab step`) continues it"
+        )
         return None
 
     def _do_approve(self, rest: str, run_id: str | None) -> Any:

@@ -248,6 +248,59 @@ def test_start_forms(ip: Any) -> None:
         lab_magic(ip, "start Inc() --run x")
 
 
+GATE_CELLS = [
+    COUNTER_CELLS[0]
+    .replace('"counter", state_type=State, output_type=int', '"mail", state_type=Mail, output_type=str')
+    .replace("class State:\n    count: int = 0", 'class Mail:\n    draft: str = ""\n    sent: bool = False'),
+    """
+from lab import Gate, Verdict
+
+@g.node
+@dataclass
+class Draft(BaseNode[Mail, None, str]):
+    async def run(self, ctx: GraphRunContext[Mail, None]) -> "ConfirmSend":
+        ctx.state.draft = "Hello <team>"
+        return ConfirmSend()
+
+@g.node
+@dataclass
+class ConfirmSend(Gate[Mail]):
+    prompt = "Send the <draft>?"
+
+    async def decide(self, ctx: GraphRunContext[Mail, None], verdict: Verdict) -> "Send | Draft":
+        return Send() if verdict.approved else Draft()
+
+@g.node
+@dataclass
+class Send(BaseNode[Mail, None, str]):
+    async def run(self, ctx: GraphRunContext[Mail, None]) -> End[str]:
+        ctx.state.sent = True
+        return End(ctx.state.draft)
+""",
+]
+
+
+def test_approve_and_deny_a_parked_gate(ip: Any) -> None:
+    run_cells(ip, GATE_CELLS, prefix="gate")
+    run = lab_magic(ip, "start Draft()")
+    lab_magic(ip, "run")
+    assert run.status == "waiting" and run.wait.kind == "consent" and run.wait.node_id == "ConfirmSend"
+    card = run_html(run)
+    assert "waiting for" in card and "Send the &lt;draft&gt;?" in card and "<draft>" not in card
+    lab_magic(ip, 'deny "not yet"')
+    assert run.status == "queued"
+    with pytest.raises(UsageError, match="already answered"):
+        lab_magic(ip, "approve")
+    lab_magic(ip, "run")  # denied: back to Draft, which parks at the gate again
+    assert run.status == "waiting" and run.output is None
+    lab_magic(ip, "approve ship it")
+    lab_magic(ip, "run")
+    assert run.status == "done", run.error
+    assert run.output == "Hello <team>" and run.state.sent
+    verdicts = [(e.payload["approved"], e.payload["note"]) for e in lab_magic(ip, "events verdict")]
+    assert verdicts == [(False, "not yet"), (True, "ship it")]
+
+
 def test_open_makes_a_lab_current(ip: Any, tmp_path: Any) -> None:
     path = os.fspath(tmp_path / "magic.duckdb")
     assert lab_magic(ip, f"open {path}") is None
@@ -343,7 +396,7 @@ def test_wrong_arguments(ip: Any) -> None:
         "history --everything": r"takes \[--all\]",
         "graph nope": r"no graph 'nope' declared in this kernel; declared: \['counter'\]",
         "fork 1 2": r"takes \[SEQ\] \[--current\]",
-        "approve looks good": r"not waiting at a gate|no gates yet",
+        "approve looks good": r"%lab approve: run \S+ is created, not waiting; there is nothing to approve",
         "--run a history --run b": r"unknown %lab subcommand '--run'",
         "history --run a --run b": r"--run is given more than once",
     }
