@@ -536,6 +536,14 @@ class Run(Waits, TimeTravel):
         nxt = ", ".join(self.next_stations) or "-"
         return f"<Run {self.id} {self._built.key}@{self._built.revision} {self._status} head={self._head} next={nxt}>"
 
+    def _ipython_display_(self) -> None:
+        """`display(run)` shows the run widget (lab.widgets.RunWidget), one per run."""
+        from IPython.display import display
+
+        from .widgets import RunWidget
+
+        display(RunWidget.for_run(self))
+
 
 def _check_breakpoints(breakpoints: dict[str, Sequence[str]] | None, built: BuiltGraph) -> dict[str, list[str]] | None:
     """`{"before": [...], "after": [...]}` naming declared stations, or a clear error."""

@@ -1,0 +1,455 @@
+"""`RunWidget`: the run view. Graph, controls, timeline, state, diff, events, and the consent panel.
+
+Long actions (Step, Run, Retry, and continuing after a verdict) run on the lab's private event
+loop (`lab.engine.loop.lab_loop`), not in the button's handler, so the kernel stays free: Pause
+and Cancel are handled while a Run goes on, and other cells execute. The run's events
+(`Run.on_event`) mark the view dirty; a timer redraws it at most every `interval` seconds, and
+once more when the action ends. Every action's error is shown in the widget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as widgets
+
+from ..engine.loop import lab_loop
+from ..records import CheckpointRecord, EventRecord
+from ..render import END, Overlay, overlay_from_path, spec_from_manifest
+from ..render.spec import read_declarations
+from . import html as H
+from .graph_view import GraphView
+
+if TYPE_CHECKING:
+    from ..run import Run
+
+__all__ = ("RunWidget",)
+
+_EVENTS_SHOWN = 200
+_widgets: weakref.WeakValueDictionary[str, RunWidget] = weakref.WeakValueDictionary()
+
+
+def _button(label: str, cls: str, icon: str = "", style: str = "") -> widgets.Button:
+    b = widgets.Button(description=label, icon=icon, button_style=style, layout=widgets.Layout(width="auto"))
+    b.add_class(cls)
+    return b
+
+
+class RunWidget(widgets.VBox):
+    """A live view of one run; `display(run)` shows one (the same widget for the same run)."""
+
+    interval = 0.15
+    """Seconds between live redraws while the run moves."""
+
+    @classmethod
+    def for_run(cls, run: Run) -> RunWidget:
+        w = _widgets.get(run.id)
+        if w is None or w._run is not run:
+            w = cls(run)
+            _widgets[run.id] = w
+        return w
+
+    def __init__(self, run: Run, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.add_class("gl-run")
+        self._run = run
+        self._lock = threading.RLock()
+        self._task: concurrent.futures.Future[Any] | None = None
+        self._idle = threading.Event()
+        self._idle.set()
+        self._action: str | None = None
+        self._timer: threading.Timer | None = None
+        self._alert = ""
+        self._updating = False
+        self._follow = True
+        self._seqs: list[int] = []
+        self._records: dict[int, CheckpointRecord] = {}
+        events = run.events()
+        self._event_count = len(events)
+        self._events: deque[EventRecord] = deque(events[-_EVENTS_SHOWN:], maxlen=_EVENTS_SHOWN)
+        self._settled_by = {e.checkpoint_seq: e.node_id for e in events if e.kind == "settled" and e.node_id}
+
+        manifest = run.lab.store.manifest(run.graph.name, run.revision)
+        assert manifest is not None, f"run {run.id}: its graph revision {run.revision} is not in the store"
+        try:
+            labels = read_declarations(run.graph).labels
+        except Exception:  # labels are cosmetic
+            labels = {}
+        self.graph = GraphView(spec=spec_from_manifest(manifest, labels))
+        self.graph.layout = widgets.Layout(flex="1 1 55%", min_width="260px", overflow="auto")
+
+        self.header = widgets.HTML()
+        self.message = widgets.HTML()
+        self.message.add_class("gl-message")
+        self.step_btn = _button("Step", "gl-step", "step-forward")
+        self.run_btn = _button("Run", "gl-run-all", "play")
+        self.pause_btn = _button("Pause", "gl-pause", "pause")
+        self.cancel_btn = _button("Cancel", "gl-cancel", "stop")
+        self.retry_btn = _button("Retry", "gl-retry", "redo")
+        self.step_btn.on_click(lambda _b: self._start("Step", lambda: run.astep()))
+        self.run_btn.on_click(lambda _b: self._start("Run", lambda: run.arun()))
+        self.retry_btn.on_click(lambda _b: self._start("Retry", lambda: run.aretry()))
+        self.pause_btn.on_click(lambda _b: self._act("Pause", run.pause))
+        self.cancel_btn.on_click(lambda _b: self._act("Cancel", run.cancel))
+        controls = widgets.HBox([self.step_btn, self.run_btn, self.pause_btn, self.cancel_btn, self.retry_btn])
+
+        self.wait_info = widgets.HTML()
+        self.note = widgets.Textarea(placeholder="note (optional): why you approve or deny", layout=widgets.Layout(width="100%", height="3.5em"))
+        self.note.add_class("gl-note")
+        self.approve_btn = _button("Approve", "gl-approve", "check", "success")
+        self.deny_btn = _button("Deny", "gl-deny", "times", "danger")
+        self.approve_btn.on_click(lambda _b: self._verdict(True))
+        self.deny_btn.on_click(lambda _b: self._verdict(False))
+        self.answer = widgets.Text(placeholder="answer (JSON, or plain text)", layout=widgets.Layout(width="60%"))
+        self.answer_btn = _button("Answer", "gl-answer", "reply")
+        self.answer_btn.on_click(lambda _b: self._answer())
+        self.consent = widgets.VBox([self.wait_info, self.note, widgets.HBox([self.approve_btn, self.deny_btn])])
+        self.consent.add_class("gl-consent")
+        self.asking = widgets.VBox([widgets.HTML(), widgets.HBox([self.answer, self.answer_btn])])
+        self.asking.add_class("gl-asking")
+
+        self.state_panel = widgets.HTML()
+        self.state_panel.add_class("gl-state")
+        self.diff_panel = widgets.HTML()
+        self.diff_panel.add_class("gl-diff-panel")
+        side = widgets.VBox([self.state_panel, self.diff_panel], layout=widgets.Layout(flex="1 1 45%", min_width="240px"))
+        body = widgets.HBox([self.graph, side], layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"))
+
+        self.slider = widgets.IntSlider(min=0, max=0, value=0, readout=False, continuous_update=True, description="checkpoint", layout=widgets.Layout(width="40%"))
+        self.slider.add_class("gl-timeline")
+        self.slider.observe(self._on_slide, names="value")
+        self.older_btn = _button("", "gl-older", "chevron-left")
+        self.newer_btn = _button("", "gl-newer", "chevron-right")
+        self.older_btn.tooltip, self.newer_btn.tooltip = "older checkpoint", "newer checkpoint"
+        self.older_btn.on_click(lambda _b: self._nudge(-1))
+        self.newer_btn.on_click(lambda _b: self._nudge(+1))
+        self.timeline_label = widgets.HTML()
+        self.timeline_label.add_class("gl-timeline-label")
+        self.rewind_btn = _button("Rewind here", "gl-rewind", "undo")
+        self.fork_btn = _button("Fork here", "gl-fork", "code-fork")
+        self.rewind_btn.on_click(lambda _b: self._act("Rewind", self._rewind))
+        self.fork_btn.on_click(lambda _b: self._act("Fork", self._fork))
+        timeline = widgets.HBox([self.older_btn, self.slider, self.newer_btn, self.timeline_label, self.rewind_btn, self.fork_btn], layout=widgets.Layout(align_items="center", flex_flow="row wrap"))
+
+        self.events_panel = widgets.HTML()
+        self.events_panel.add_class("gl-event-log")
+        self.forks = widgets.VBox()
+        self.children = [self.header, self.message, controls, self.consent, self.asking, body, timeline, self.events_panel, self.forks]
+
+        ref = weakref.ref(self)
+
+        def observe(ev: EventRecord) -> None:
+            w = ref()
+            if w is not None:
+                w._on_event(ev)
+
+        run.on_event(observe)
+        self.refresh()
+
+    # -- what is selected ------------------------------------------------------------------
+
+    @property
+    def run(self) -> Run:
+        return self._run
+
+    @property
+    def selected_seq(self) -> int | None:
+        """The checkpoint the timeline points at."""
+        i = self.slider.value
+        return self._seqs[i] if 0 <= i < len(self._seqs) else None
+
+    @property
+    def busy(self) -> bool:
+        """An action started from this view (Step, Run, Retry, continuing a verdict) is going on."""
+        return self._task is not None
+
+    # -- live updates ----------------------------------------------------------------------
+
+    def _on_event(self, ev: EventRecord) -> None:
+        with self._lock:
+            self._events.append(ev)
+            self._event_count += 1
+            if ev.kind == "settled" and ev.checkpoint_seq is not None and ev.node_id:
+                self._settled_by[ev.checkpoint_seq] = ev.node_id
+            if self._timer is None:
+                self._timer = threading.Timer(self.interval, self._tick)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _tick(self) -> None:
+        with self._lock:
+            self._timer = None
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Redraw everything from the run (the timeline follows the head unless scrubbed back)."""
+        with self._lock:
+            try:
+                self._refresh()
+            except Exception as exc:  # a view never breaks the run it shows
+                self.message.value = H.alert("error", "the view could not refresh:", f"{type(exc).__name__}: {exc}")
+
+    def _refresh(self) -> None:
+        run = self._run
+        seqs = list(run.history().seqs)
+        if seqs != self._seqs:
+            known = set(seqs)
+            self._records = {s: r for s, r in self._records.items() if s in known}
+            self._seqs = seqs
+        self._updating = True
+        try:
+            self.slider.max = max(0, len(seqs) - 1)
+            if self._follow or self.slider.value > self.slider.max:
+                self.slider.value = self.slider.max
+        finally:
+            self._updating = False
+        self._show_selected()
+        self._show_run()
+
+    def _record(self, seq: int) -> CheckpointRecord:
+        rec = self._records.get(seq)
+        if rec is None:
+            history = self._run.history()
+            idx = self._seqs.index(seq)
+            page = history[max(0, idx - 20) : idx + 1]  # read a little around it, once
+            self._records.update({r.seq: r for r in page})
+            rec = self._records[seq]
+        return rec
+
+    def overlay_at(self, index: int) -> Overlay:
+        """The overlay of the branch up to the checkpoint at `index` of the timeline."""
+        run = self._run
+        seqs = self._seqs[: index + 1]
+        rec = self._record(seqs[-1])
+        path = [self._settled_by[s] for s in seqs[1:] if s in self._settled_by]
+        current = [END] if rec.status == "done" else [p.node_id for p in rec.next]
+        is_head = index == len(self._seqs) - 1
+        failed = (run.error or {}).get("node_id") if is_head and run.status == "failed" else None
+        parked = rec.next[0].node_id if rec.status == "waiting" and rec.next else None
+        return overlay_from_path(path, current, failed=failed, parked=parked, breakpoints=getattr(run, "breakpoints", None))
+
+    def _show_selected(self) -> None:
+        if not self._seqs:
+            return
+        i = self.slider.value
+        seq = self._seqs[i]
+        rec = self._record(seq)
+        self.graph.show(self.overlay_at(i))
+        head = " (head)" if seq == self._run.head else ""
+        self.state_panel.value = f'<div class="gl-panel"><h4>State at checkpoint {seq}{head} · {H.escape(rec.status)}</h4>{H.json_tree(rec.state)}</div>'
+        parent = self._seqs[i - 1] if i > 0 else None
+        diff = self._run.diff(parent, seq) if parent is not None else None
+        self.diff_panel.value = H.diff_table(diff, title=f"Changes from checkpoint {parent} to {seq}" if parent is not None else "Changes")
+        nxt = ", ".join(p.node_id for p in rec.next) or "End"
+        self.timeline_label.value = (
+            f'<span class="gl-selected" data-seq="{seq}">checkpoint <b>{seq}</b>{head} · {i + 1} of {len(self._seqs)} · '
+            f"{H.escape(rec.status)} · next {H.escape(nxt)}</span>"
+        )
+
+    def _show_run(self) -> None:
+        run = self._run
+        note = f"{self._action.lower()} in progress…" if self.busy and self._action else ""
+        self.header.value = H.status_line(run.id, run.graph.name, run.revision, run.status, run.head, run.next_stations, note)
+        msgs = [self._alert] if self._alert else []
+        if run.status == "failed" and run.error:
+            err = run.error
+            msgs.append(H.alert("error", f"station {err.get('node_id')} failed:", f"{err.get('type', '')}: {err.get('message', '')}", detail=err.get("traceback", "")))
+        self.message.value = "".join(msgs)
+        self._show_wait()
+        self._enable()
+        self.events_panel.value = H.events_table(self._events, total=self._event_count)
+
+    def _show_wait(self) -> None:
+        run = self._run
+        wait = getattr(run, "wait", None)
+        waiting = wait is not None and run.status == "waiting"
+        consent = waiting and wait.kind == "consent"
+        asking = waiting and wait.kind == "interrupt"
+        if waiting:
+            html = H.wait_panel(wait.kind, wait.node_id, wait.prompt, wait.details)
+            self.wait_info.value = html
+            self.asking.children[0].value = html  # type: ignore[attr-defined]
+        self.consent.layout.display = None if consent else "none"
+        self.asking.layout.display = None if asking else "none"
+
+    # -- which actions are possible ---------------------------------------------------------
+
+    def why_not(self, action: str) -> str | None:
+        """Why `action` is not possible now (the button's tooltip), or None when it is."""
+        run = self._run
+        status = run.status
+        busy = self.busy
+        if action == "pause":
+            return None if busy else "nothing is running from this view; Pause stops a Run at the next boundary"
+        if busy:
+            return f"{self._action} is in progress; press Pause (or Cancel) first"
+        if action == "cancel":
+            return f"the run is {status}; there is nothing to cancel" if status in ("done", "cancelled") else None
+        if action == "retry":
+            return None if status == "failed" else "nothing failed; Retry attempts a failed station again"
+        if action in ("rewind", "fork"):
+            seq = self.selected_seq
+            if seq is None:
+                return "no checkpoint is selected"
+            if action == "rewind" and seq == run.head:
+                return "this checkpoint is already the head; move the timeline back to rewind"
+            return None
+        # step and run
+        if status == "done":
+            return "the run is done; pick a checkpoint on the timeline and Rewind or Fork there"
+        if status == "cancelled":
+            return "the run was cancelled; Fork a checkpoint to run again"
+        if status == "failed":
+            return f"station {(run.error or {}).get('node_id')} failed; press Retry to attempt it again"
+        if status == "interrupted":
+            return f"the process stopped while a station ran; lab.resume({run.id!r}) runs it again"
+        wait = getattr(run, "wait", None)
+        if status == "waiting" and wait is not None and wait.kind != "breakpoint":
+            what = {"consent": "a verdict: Approve or Deny below", "interrupt": "an answer: answer below", "capability": "a capability: run.grant(...)"}
+            return f"{wait.node_id} waits for {what.get(wait.kind, wait.kind)}"
+        return None
+
+    def _enable(self) -> None:
+        for action, btn in (
+            ("step", self.step_btn),
+            ("run", self.run_btn),
+            ("pause", self.pause_btn),
+            ("cancel", self.cancel_btn),
+            ("retry", self.retry_btn),
+            ("rewind", self.rewind_btn),
+            ("fork", self.fork_btn),
+        ):
+            why = self.why_not(action)
+            btn.disabled = why is not None
+            btn.tooltip = why or _TIPS[action]
+        self.retry_btn.layout.display = None if self._run.status == "failed" else "none"
+        busy = self.busy
+        for btn in (self.approve_btn, self.deny_btn, self.answer_btn):
+            btn.disabled = busy
+            btn.tooltip = f"{self._action} is in progress" if busy else ""
+        i, n = self.slider.value, len(self._seqs)
+        self.older_btn.disabled, self.newer_btn.disabled = i <= 0, i >= n - 1
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def _act(self, name: str, fn: Callable[[], Any]) -> None:
+        """Do a quick action now; show its error in the widget."""
+        self._alert = ""
+        try:
+            fn()
+        except Exception as exc:
+            self._alert = H.alert("error", f"{name} failed:", f"{type(exc).__name__}: {exc}")
+        self.refresh()
+
+    def _start(self, name: str, make: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Start a long action on the lab's loop and return at once (the kernel stays free)."""
+        if self.busy:
+            self._alert = H.alert("error", f"{name}:", f"{self._action} is still in progress; Pause it first")
+            self.refresh()
+            return
+        self._alert = ""
+        self._follow = True
+        self._action = name
+        self._idle.clear()
+        try:
+            self._task = asyncio.run_coroutine_threadsafe(make(), lab_loop())
+        except Exception as exc:
+            self._alert = H.alert("error", f"{name} failed:", f"{type(exc).__name__}: {exc}")
+            self._task = None
+            self._idle.set()
+        else:
+            self._task.add_done_callback(lambda fut: self._finished(name, fut))
+        self.refresh()
+
+    def _finished(self, name: str, fut: concurrent.futures.Future[Any]) -> None:
+        exc = None if fut.cancelled() else fut.exception()
+        with self._lock:
+            if exc is not None:
+                self._alert = H.alert("error", f"{name} failed:", f"{type(exc).__name__}: {exc}")
+            self._task = None
+            self._action = None
+        self.refresh()
+        self._idle.set()
+
+    def wait(self, timeout: float | None = 60) -> bool:
+        """Block until the action started from this view has ended and the view shows it."""
+        return self._idle.wait(timeout)
+
+    def _verdict(self, approved: bool) -> None:
+        run = self._run
+        note = self.note.value.strip() or None
+        name = "Approve" if approved else "Deny"
+        try:
+            (run.approve if approved else run.deny)(note)
+        except Exception as exc:
+            self._alert = H.alert("error", f"{name} failed:", f"{type(exc).__name__}: {exc}")
+            self.refresh()
+            return
+        self.note.value = ""
+        self._start("Run", lambda: run.arun())
+
+    def _answer(self) -> None:
+        import json
+
+        text = self.answer.value
+        try:
+            value: Any = json.loads(text)
+        except ValueError:
+            value = text
+        try:
+            self._run.resume_with(value)
+        except Exception as exc:
+            self._alert = H.alert("error", "Answer failed:", f"{type(exc).__name__}: {exc}")
+            self.refresh()
+            return
+        self.answer.value = ""
+        self._start("Run", lambda: self._run.arun())
+
+    def _rewind(self) -> None:
+        seq = self.selected_seq
+        assert seq is not None
+        self._run.rewind(seq)
+        self._follow = True  # the refresh moves the timeline to the new head
+
+    def _fork(self) -> None:
+        seq = self.selected_seq
+        assert seq is not None
+        child = self._run.fork(seq)
+        self.forks.children = (*self.forks.children, RunWidget.for_run(child))
+        self._alert = H.alert("info", f"Forked checkpoint {seq} into {child.id}", "(its view is below)")
+
+    # -- the timeline ---------------------------------------------------------------------------
+
+    def _on_slide(self, change: dict[str, Any]) -> None:
+        if self._updating:
+            return
+        with self._lock:
+            self._follow = change["new"] >= len(self._seqs) - 1
+            try:
+                self._show_selected()
+                self._enable()
+            except Exception as exc:
+                self.message.value = H.alert("error", "could not show that checkpoint:", f"{type(exc).__name__}: {exc}")
+
+    def _nudge(self, delta: int) -> None:
+        self.slider.value = min(self.slider.max, max(0, self.slider.value + delta))
+
+    def __repr__(self) -> str:
+        return f"<RunWidget {self._run.id}>"
+
+
+_TIPS = {
+    "step": "run the next station",
+    "run": "run until End, a failure, a wait, or Pause",
+    "pause": "stop the Run at the next boundary",
+    "cancel": "cancel the run (a station in flight is cancelled)",
+    "retry": "attempt the failed station again",
+    "rewind": "make the selected checkpoint the head; the next step starts a new branch",
+    "fork": "start a new run from the selected checkpoint",
+}
