@@ -135,3 +135,88 @@ def test_quickstart_run_resumes_after_kernel_restart(tmp_path: Path, kernel_dir:
             raise RevisionMismatchError(str(exc)) from exc
         raise
     assert second.cells[-1].outputs[-1]["text"].split() == ["done", "6", "6"]
+
+
+GATE_DEFINITIONS = [
+    """
+%load_ext kernel_ext
+from dataclasses import dataclass, field
+
+from pydantic_graph import BaseNode, End, GraphRunContext
+
+from lab import Gate, Lab, Verdict
+
+lab = Lab()
+""",
+    """
+@dataclass
+class Mail:
+    to: str = ""
+    draft: str = ""
+    log: list[str] = field(default_factory=list)
+
+
+g = lab.graph("mail", state_type=Mail, output_type=str)
+""",
+    """
+@g.node
+@dataclass
+class Draft(BaseNode[Mail, None, str]):
+    async def run(self, ctx: GraphRunContext[Mail, None]) -> "ConfirmSend":
+        ctx.state.draft = f"Hello {ctx.state.to}"
+        return ConfirmSend()
+""",
+    """
+@g.node
+@dataclass
+class ConfirmSend(Gate[Mail]):
+    prompt = "Send the draft?"
+
+    async def decide(self, ctx: GraphRunContext[Mail, None], verdict: Verdict) -> "Send | Draft":
+        ctx.state.log.append(f"{verdict.approved}:{verdict.note}")
+        return Send() if verdict.approved else Draft()
+""",
+    """
+@g.node
+@dataclass
+class Send(BaseNode[Mail, None, str]):
+    async def run(self, ctx: GraphRunContext[Mail, None]) -> End[str]:
+        return End(ctx.state.draft)
+""",
+]
+
+
+def test_parked_gate_is_approved_after_kernel_restart(tmp_path: Path, kernel_dir: Path) -> None:
+    """Park at a gate, shut the kernel down; a new kernel re-runs the definitions, resumes, approves, finishes."""
+    first = new_notebook(cells=[new_code_cell(s.strip()) for s in GATE_DEFINITIONS])
+    first.cells.append(
+        new_code_cell(
+            "import os\nrun = %lab start Draft(), state=Mail(to='ops')\n%lab run\n"
+            "print(os.getpid(), run.id, run.status, run.wait.kind, run.wait.node_id)"
+        )
+    )
+    execute(first, tmp_path, kernel_dir)  # returns once that kernel is shut down
+    pid, run_id, *parked = first.cells[-1].outputs[-1]["text"].split()
+    assert parked == ["waiting", "consent", "ConfirmSend"]
+
+    second = new_notebook(cells=[new_code_cell(s.strip()) for s in GATE_DEFINITIONS])
+    second.cells += [
+        new_code_cell(
+            f"import os\nrun = lab.resume({run_id!r})\nprint(os.getpid(), run.status, run.wait.prompt)"
+        ),
+        new_code_cell('%lab approve "looks right"'),
+        new_code_cell("%lab run\nprint(run.status, run.output, run.state.log)"),
+    ]
+    try:
+        execute(second, tmp_path, kernel_dir)
+    except CellExecutionError as exc:
+        if exc.ename == "RevisionMismatchError":
+            raise RevisionMismatchError(str(exc)) from exc
+        raise
+    other_pid, status, *prompt = second.cells[-3].outputs[-1]["text"].split()
+    assert other_pid != pid and status == "waiting" and " ".join(prompt) == "Send the draft?"
+    assert (
+        "approved the consent gate at ConfirmSend with note 'looks right'"
+        in second.cells[-2].outputs[-1]["text"]
+    )
+    assert second.cells[-1].outputs[-1]["text"].strip() == "done Hello ops ['True:looks right']"
