@@ -28,7 +28,7 @@ class Overlay:
     failed: str | None = None
     """The station whose last attempt raised: dashed thick border, "✖ failed"."""
     parked: str | None = None
-    """The station the run waits at (a gate awaiting a verdict): dotted thick border, "⏸ waiting"."""
+    """The station the run waits at (a gate awaiting a verdict): dotted thick border, "‖ waiting"."""
     breakpoints_before: frozenset[str] = frozenset()
     breakpoints_after: frozenset[str] = frozenset()
 
@@ -44,7 +44,7 @@ class Overlay:
         if node_id == self.failed:
             out.append("✖ failed")
         elif node_id == self.parked:
-            out.append("⏸ waiting")
+            out.append("‖ waiting")
         elif node_id in self.current:
             out.append("▶ done" if node_id == END else "▶ next")
         n = self.visits.get(node_id, 0)

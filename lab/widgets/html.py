@@ -142,11 +142,11 @@ def wait_panel(kind: str, node_id: str, prompt: str | None, details: Any) -> str
     body = f'<div class="gl-prompt"><b>{escape(prompt)}</b></div>' if prompt else ""
     if details is not None:
         body += f'<div class="gl-details">{json_tree(details)}</div>'
-    return f'<div class="gl-wait"><div>⏸ <b>{escape(node_id)}</b> {escape(what)}</div>{body}</div>'
+    return f'<div class="gl-wait"><div>‖ <b>{escape(node_id)}</b> {escape(what)}</div>{body}</div>'
 
 
 def status_line(run_id: str, graph: str, revision: int, status: str, head: Any, nxt: Iterable[str], note: str = "") -> str:
-    marks = {"created": "○", "running": "▶", "waiting": "⏸", "queued": "⏵", "done": "✔", "failed": "✖", "cancelled": "⊘", "interrupted": "⚠"}
+    marks = {"created": "○", "running": "▶", "waiting": "‖", "queued": "→", "done": "✔", "failed": "✖", "cancelled": "⊘", "interrupted": "⚠"}
     nexts = ", ".join(nxt) or "—"
     extra = f" · {escape(note)}" if note else ""
     return (

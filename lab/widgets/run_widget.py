@@ -118,7 +118,7 @@ class RunWidget(widgets.VBox):
         self.state_panel.add_class("gl-state")
         self.diff_panel = widgets.HTML()
         self.diff_panel.add_class("gl-diff-panel")
-        side = widgets.VBox([self.state_panel, self.diff_panel], layout=widgets.Layout(flex="1 1 45%", min_width="240px"))
+        side = widgets.VBox([self.state_panel, self.diff_panel], layout=widgets.Layout(flex="1 1 44%", min_width="240px"))
         body = widgets.HBox([self.graph, side], layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"))
 
         self.slider = widgets.IntSlider(min=0, max=0, value=0, readout=False, continuous_update=True, description="checkpoint", layout=widgets.Layout(width="40%"))

@@ -202,7 +202,7 @@ def test_gate_breakpoint_failed_and_parked_marks(mem_lab):
     assert 'Confirm [label="Confirm\\ngate" fillcolor="#fffaf0" shape=hexagon style=filled]' in g.render()
     parked = _groups(svg_of(spec, overlay_from_path([], ["Confirm"], parked="Confirm", breakpoints={"before": {"Send"}, "after": set()})))
     assert parked["Confirm"].get("class") == "node gl-gate gl-parked"
-    assert _texts(parked["Confirm"]) == ["Confirm", "gate ⏸ waiting"]
+    assert _texts(parked["Confirm"]) == ["Confirm", "gate ‖ waiting"]
     assert _texts(parked["Send"]) == ["Send", "● before"] and "gl-break" in parked["Send"].get("class")
     failed = _groups(svg_of(spec, overlay_from_path(["Confirm"], ["Send"], failed="Send")))
     assert failed["Send"].get("class") == "node gl-node gl-failed"

@@ -1,0 +1,161 @@
+"""A real JupyterLab on 127.0.0.1 with a token, driven by Debian's Chromium through Playwright.
+
+One server and one browser per session. Everything JupyterLab would read or write lives in a
+temporary directory (config, runtime, IPython, workspaces, user settings, the notebooks' copy
+and their `.graphlab` store), so no old tabs, news popups or stores leak in. Playwright uses
+its own driver and the system Chromium (`/usr/bin/chromium`); no browser is ever downloaded.
+
+Without Chromium the tests skip locally, with the reason; under `CI=true` they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
+SERVER_START_TIMEOUT = 60
+
+pytestmark = pytest.mark.slow
+
+
+def _require_chromium() -> None:
+    if os.path.exists(CHROMIUM) and shutil.which("dot"):
+        return
+    missing = [what for what, ok in ((f"Chromium ({CHROMIUM})", os.path.exists(CHROMIUM)), ("Graphviz `dot`", bool(shutil.which("dot")))) if not ok]
+    reason = f"{' and '.join(missing)} not installed; `apt-get install -y chromium graphviz` (scripts/setup.sh does it as root)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"browser tests must run in CI: {reason}")
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    url: str
+    token: str
+    root: Path
+    log: Path
+
+    def lab_url(self, path: str) -> str:
+        return f"{self.url}/lab/tree/{path}?reset&token={self.token}"
+
+
+@pytest.fixture(scope="session")
+def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    _require_chromium()
+    base = tmp_path_factory.mktemp("jupyter")
+    dirs = {name: base / name for name in ("config", "runtime", "ipython", "data", "workspaces", "settings", "root")}
+    for d in dirs.values():
+        d.mkdir()
+    notification = dirs["settings"] / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notification.parent.mkdir(parents=True)
+    notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    tracker = dirs["settings"] / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}))  # every cell stays in the DOM
+    shutil.copytree(REPO / "notebooks", dirs["root"] / "notebooks")
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(dirs["config"]),
+        JUPYTER_RUNTIME_DIR=str(dirs["runtime"]),
+        JUPYTER_DATA_DIR=str(dirs["data"]),
+        IPYTHONDIR=str(dirs["ipython"]),
+        JUPYTER_PLATFORM_DIRS="1",
+    )
+    env.pop("JUPYTER_PATH", None)
+    token = secrets.token_hex(16)
+    port = _free_port()
+    cmd = [
+        sys.executable, "-m", "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={dirs['root']}",
+        f"--LabApp.workspaces_dir={dirs['workspaces']}",
+        f"--LabApp.user_settings_dir={dirs['settings']}",
+        "--LabApp.news_url=",
+        "--ServerApp.terminals_enabled=False",
+    ]  # fmt: skip
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")  # JupyterLab 4.6 refuses to run as root without it
+    log = base / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env=env, cwd=dirs["root"], stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"JupyterLab did not start (exit {proc.poll()}):\n{log.read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield Server(url, token, dirs["root"], log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def browser(jupyter_server: Server) -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser):  # type: ignore[no-untyped-def]
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=30_000)
+    context = browser.new_context(viewport={"width": 1400, "height": 1800}, device_scale_factor=1)
+    pg = context.new_page()
+    pg.dialogs = []  # any alert() would be an escaping failure: record and dismiss it
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    try:
+        yield pg
+    finally:
+        context.close()
