@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from lab import Checkpoint, CheckpointRecord, EventRecord, LabGraph, Run, RunRecord, StepResult
+from lab import Checkpoint, CheckpointRecord, EventRecord, LabGraph, Run, RunRecord, StepResult, WaitRecord
 from lab.history import History
 
 __all__ = (
@@ -32,6 +32,7 @@ __all__ = (
     "checkpoint_text",
     "history_html",
     "run_record_html",
+    "wait_html",
 )
 
 STATUS_MARK = {
@@ -242,6 +243,34 @@ def history_text(history: History) -> str:
     )
 
 
+# -- waits ---------------------------------------------------------------------------------
+
+
+def _wait_rows(w: WaitRecord) -> list[tuple[str, str]]:
+    rows = [
+        ("wait", f"{w.kind} at {w.node_id}"),
+        ("run", f"{w.run_id}@{w.checkpoint_seq}"),
+        ("prompt", w.prompt or "—"),
+        ("details", short(w.details, 400) if w.details is not None else "—"),
+        ("answer", "open" if w.resolution is None else short(w.resolution, 300)),
+        ("owner", w.owner),
+        ("parked", _when(w.created_at)),
+    ]
+    if w.resolved_at is not None:
+        rows.append(("answered", _when(w.resolved_at)))
+    return rows
+
+
+def wait_html(w: WaitRecord) -> str:
+    return key_value_html(_wait_rows(w), css="graphlab-wait")
+
+
+def wait_text(w: WaitRecord) -> str:
+    rows = _wait_rows(w)
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
 # -- run records ---------------------------------------------------------------------------
 
 _RUN_HEADERS = ("run", "graph", "status", "head", "started", "forked from")
@@ -352,6 +381,7 @@ HTML_FORMATTERS: dict[type, Callable[[Any], str]] = {
     CheckpointRecord: checkpoint_html,
     History: history_html,
     RunRecord: run_record_html,
+    WaitRecord: wait_html,
     Run: run_html,
     LabGraph: graph_html,
 }
@@ -361,6 +391,7 @@ TEXT_FORMATTERS: dict[type, Callable[[Any], str]] = {
     Checkpoint: checkpoint_text,
     CheckpointRecord: checkpoint_text,
     History: history_text,
+    WaitRecord: wait_text,
 }
 """text/plain formatters (IPython's pretty printer would print the raw dataclass)."""
 

@@ -287,6 +287,13 @@ def test_approve_and_deny_a_parked_gate(ip: Any) -> None:
     assert run.status == "waiting" and run.wait.kind == "consent" and run.wait.node_id == "ConfirmSend"
     card = run_html(run)
     assert "waiting for" in card and "Send the &lt;draft&gt;?" in card and "<draft>" not in card
+    wait_card = html_of(ip, run.wait)
+    assert (
+        "consent at ConfirmSend" in wait_card
+        and "Send the &lt;draft&gt;?" in wait_card
+        and "open" in wait_card
+    )
+    assert "consent at ConfirmSend" in text_of(ip, run.wait)
     lab_magic(ip, 'deny "not yet"')
     assert run.status == "queued"
     with pytest.raises(UsageError, match="already answered"):
@@ -431,6 +438,21 @@ def test_renamed_node_is_removed_and_reported(ip: Any, capsys: pytest.CaptureFix
     run = lab_magic(ip, "start Increment(by=3)")
     assert run.revision > first and run.run().output == 7
     assert "removed" not in capsys.readouterr().err
+
+
+def test_graph_view_follows_later_cells(ip: Any) -> None:
+    """`%lab graph` shows the live view once; a later cell's node redraws it in place."""
+    widgets = pytest.importorskip("lab.widgets")
+    run_cells(ip, [COUNTER_CELLS[0], COUNTER_CELLS[1]], prefix="view")
+    view = lab_magic(ip, "graph")
+    assert isinstance(view, widgets.GraphView)
+    before = view.value
+    assert "<svg" in before and "Inc" in before
+    run_cells(ip, [COUNTER_CELLS[2]], prefix="view-later")
+    assert view.value != before and "Check" in view.value
+    assert lab_magic(ip, "graph counter").value == view.value
+    with pytest.raises(UsageError, match="no graph 'nope'"):
+        lab_magic(ip, "graph nope")
 
 
 def test_forward_reference_is_fine_until_the_graph_runs(ip: Any) -> None:
