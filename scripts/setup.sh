@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Idempotent setup: Graphviz `dot` (when root and missing), the .venv, and the package with dev extras.
+# Idempotent setup: Graphviz `dot` and Chromium (when root and missing), the .venv, and the package with dev extras.
 # Safe to run again: the pip step is skipped while pyproject.toml is unchanged since the last install.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-if ! command -v dot >/dev/null 2>&1; then
+# System packages: Graphviz `dot` draws graphs; Debian's Chromium runs the real-browser tests
+# (Playwright drives /usr/bin/chromium; no browser is ever downloaded).
+missing=()
+command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "setup: installing graphviz (dot)" >&2
+        echo "setup: installing ${missing[*]} with apt-get" >&2
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq >/dev/null
-        apt-get install -y -qq -o Dpkg::Use-Pty=0 graphviz >/dev/null
+        apt-get install -y -qq -o Dpkg::Use-Pty=0 "${missing[@]}" >/dev/null
     else
-        echo "setup: warning: Graphviz 'dot' is missing and this is not root; install graphviz to draw graphs" >&2
+        echo "setup: warning: ${missing[*]} missing and this is not root; install them (graphs need dot, browser tests need chromium)" >&2
     fi
 fi
 
