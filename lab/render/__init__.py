@@ -8,7 +8,17 @@ restyle fills the cached SVG template. No widgets, no store.
 from .dot import INSTALL_HINT, GraphvizError, GraphvizNotFoundError, run_dot, to_dot
 from .mermaid import to_mermaid
 from .overlay import Overlay, overlay_from_path
-from .spec import END, START, GraphSpec, SpecEdge, SpecNode, read_declarations, spec_for, spec_from_declarations, spec_from_manifest
+from .spec import (
+    END,
+    START,
+    GraphSpec,
+    SpecEdge,
+    SpecNode,
+    read_declarations,
+    spec_for,
+    spec_from_declarations,
+    spec_from_manifest,
+)
 from .svg import CSS, Layout, clear_layout_cache, layout
 
 __all__ = (

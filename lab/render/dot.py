@@ -58,7 +58,13 @@ _NODE = {
 }
 _EDGE = {"color": "#555555", "fontname": FONT, "fontsize": "10", "arrowsize": "0.7", "penwidth": "1.2"}
 _KIND = {
-    "start": {"shape": "circle", "style": "filled", "fillcolor": "#333333", "width": "0.22", "fixedsize": "true"},
+    "start": {
+        "shape": "circle",
+        "style": "filled",
+        "fillcolor": "#333333",
+        "width": "0.22",
+        "fixedsize": "true",
+    },
     "end": {"shape": "doublecircle", "width": "0.5", "margin": "0.02"},
     "gate": {"shape": "hexagon", "style": "filled", "fillcolor": "#fffaf0"},
     "step": {"style": "filled"},
@@ -96,7 +102,12 @@ def to_dot(spec: GraphSpec, overlay: Overlay | None = None, *, ids: bool = False
 
     `ids=True` adds the `id` attributes the SVG layout uses to find each node and edge.
     """
-    g = graphviz.Digraph(name=_text(spec.name) if _SAFE.match(spec.name) else "graph", graph_attr=dict(_GRAPH), node_attr=dict(_NODE), edge_attr=dict(_EDGE))
+    g = graphviz.Digraph(
+        name=_text(spec.name) if _SAFE.match(spec.name) else "graph",
+        graph_attr=dict(_GRAPH),
+        node_attr=dict(_NODE),
+        edge_attr=dict(_EDGE),
+    )
     if spec.caption:
         g.attr(label=_label(spec.caption), labelloc="b", fontcolor="#555555")
     names: dict[str, str] = {}
@@ -137,7 +148,9 @@ def _overlay_node(node: SpecNode, overlay: Overlay, base: dict[str, str]) -> dic
     elif node.id == overlay.parked:
         out.update(color=ORANGE, penwidth="3.2", fillcolor="#fdf1d6", style=style + ",dotted")
     elif node.id in overlay.current:
-        out.update(color=BLUE, penwidth="3.2", fillcolor="#dbeafe", fontname="Helvetica-Bold,Arial Bold,sans-serif")
+        out.update(
+            color=BLUE, penwidth="3.2", fillcolor="#dbeafe", fontname="Helvetica-Bold,Arial Bold,sans-serif"
+        )
     if node.kind == "end" and node.id in overlay.current:
         out.pop("fontname", None)
     return out
@@ -148,8 +161,11 @@ def run_dot(source: str, *, fmt: str = "svg") -> str:
     try:
         return graphviz.Source(source, engine="dot").pipe(format=fmt, encoding="utf-8")
     except graphviz.ExecutableNotFound:
-        raise GraphvizNotFoundError(f"the Graphviz `dot` program was not found on PATH, so graphs cannot be drawn; {INSTALL_HINT}") from None
+        raise GraphvizNotFoundError(
+            f"the Graphviz `dot` program was not found on PATH, so graphs cannot be drawn; {INSTALL_HINT}"
+        ) from None
     except subprocess.CalledProcessError as exc:
-        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr or "")
+        stderr = (
+            exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else str(exc.stderr or "")
+        )
         raise GraphvizError(f"Graphviz `dot` failed (exit {exc.returncode}): {stderr.strip()}") from None
-

@@ -34,7 +34,15 @@ class Overlay:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.current or self.visits or self.traversed or self.failed or self.parked or self.breakpoints_before or self.breakpoints_after)
+        return not (
+            self.current
+            or self.visits
+            or self.traversed
+            or self.failed
+            or self.parked
+            or self.breakpoints_before
+            or self.breakpoints_after
+        )
 
     def marks(self, node_id: str) -> list[str]:
         """The text marks of one node, in reading order."""

@@ -20,7 +20,17 @@ from ..manifest import END, Manifest
 if TYPE_CHECKING:
     from ..graph import LabGraph
 
-__all__ = ("START", "END", "NodeKind", "SpecNode", "SpecEdge", "GraphSpec", "spec_from_manifest", "spec_from_declarations", "spec_for")
+__all__ = (
+    "START",
+    "END",
+    "NodeKind",
+    "SpecNode",
+    "SpecEdge",
+    "GraphSpec",
+    "spec_from_manifest",
+    "spec_from_declarations",
+    "spec_for",
+)
 
 START = "__start__"
 """The drawing's start point (not a station): edges from it go to the entry stations."""
@@ -171,7 +181,9 @@ def spec_for(graph: LabGraph) -> GraphSpec:
     from ..errors import LabError
 
     if not graph.nodes:
-        return GraphSpec(graph.name, (SpecNode(START, "start", "start"),), (), caption="no nodes declared yet")
+        return GraphSpec(
+            graph.name, (SpecNode(START, "start", "start"),), (), caption="no nodes declared yet"
+        )
     try:
         manifest = graph.manifest
     except LabError as exc:

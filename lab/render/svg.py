@@ -114,7 +114,7 @@ def _template(spec: GraphSpec, raw: str) -> Layout:
             node = spec.nodes[index]
             parts.append((_NODE_TAG, index, ""))
             title = f"<title>{escape(node.id)}</title>"
-            inner = _TITLE.sub(lambda _m: title, inner, count=1)
+            inner = _TITLE.sub(lambda _m, t=title: t, inner, count=1)
             texts = list(_TEXT.finditer(inner))
             if node.kind != "start" and len(texts) >= 2:
                 mark = texts[-1]
@@ -125,7 +125,7 @@ def _template(spec: GraphSpec, raw: str) -> Layout:
             edge = spec.edges[index]
             parts.append((_EDGE_TAG, index, ""))
             title = f"<title>{escape(edge.src)} &#8594; {escape(edge.dst)}</title>"
-            inner = _TITLE.sub(lambda _m: title, inner, count=1)
+            inner = _TITLE.sub(lambda _m, t=title: t, inner, count=1)
             texts = list(_TEXT.finditer(inner))
             if edge.label and texts:
                 t = texts[-1]

@@ -55,12 +55,17 @@ def json_tree(value: Any, *, open_depth: int = 2, _depth: int = 0) -> str:
         if not value:
             return "{}"
         items = list(value.items())
-        rows = [f'<li><span class="gl-k">{escape(str(k))}</span>: {json_tree(v, open_depth=open_depth, _depth=_depth + 1)}</li>' for k, v in items[:MAX_ITEMS]]
+        rows = [
+            f'<li><span class="gl-k">{escape(str(k))}</span>: {json_tree(v, open_depth=open_depth, _depth=_depth + 1)}</li>'
+            for k, v in items[:MAX_ITEMS]
+        ]
         summary = f"{{…}} {len(value)} key{'s' if len(value) != 1 else ''}"
     elif isinstance(value, list):
         if not value:
             return "[]"
-        rows = [f"<li>{json_tree(v, open_depth=open_depth, _depth=_depth + 1)}</li>" for v in value[:MAX_ITEMS]]
+        rows = [
+            f"<li>{json_tree(v, open_depth=open_depth, _depth=_depth + 1)}</li>" for v in value[:MAX_ITEMS]
+        ]
         summary = f"[…] {len(value)} item{'s' if len(value) != 1 else ''}"
         items = value
     else:
@@ -93,7 +98,11 @@ def _event_summary(ev: EventRecord) -> str:
     if kind == "rewind":
         return f"head {p.get('from')} → {p.get('to')}"
     if kind == "fork":
-        return f"child {p['child_run']}" if "child_run" in p else f"from {p.get('parent_run')}@{p.get('parent_seq')}"
+        return (
+            f"child {p['child_run']}"
+            if "child_run" in p
+            else f"from {p.get('parent_run')}@{p.get('parent_seq')}"
+        )
     if kind == "done":
         return f"output {json.dumps(p.get('output'), default=str)}"
     if kind == "started":
@@ -121,12 +130,16 @@ def diff_table(diff: StateDiff | None, *, title: str) -> str:
     elif not diff.changes:
         body = "<i>no differences</i>"
     else:
-        body = "<table><tr><th>field</th><th></th><th>before</th><th>after</th></tr>" + "".join(
-            f"<tr><td><code>{escape(c.path)}</code></td><td>{escape(c.kind)}</td>"
-            f"<td>{json_tree(c.old) if c.kind != 'added' else ''}</td>"
-            f"<td>{json_tree(c.new) if c.kind != 'removed' else ''}</td></tr>"
-            for c in diff.changes
-        ) + "</table>"
+        body = (
+            "<table><tr><th>field</th><th></th><th>before</th><th>after</th></tr>"
+            + "".join(
+                f"<tr><td><code>{escape(c.path)}</code></td><td>{escape(c.kind)}</td>"
+                f"<td>{json_tree(c.old) if c.kind != 'added' else ''}</td>"
+                f"<td>{json_tree(c.new) if c.kind != 'removed' else ''}</td></tr>"
+                for c in diff.changes
+            )
+            + "</table>"
+        )
     return f'<div class="gl-panel gl-diff"><h4>{escape(title)}</h4>{body}</div>'
 
 
@@ -138,15 +151,31 @@ def alert(kind: str, title: str, message: str = "", *, detail: str = "") -> str:
 
 def wait_panel(kind: str, node_id: str, prompt: str | None, details: Any) -> str:
     """What the run waits for: the gate's prompt and details."""
-    what = {"consent": "waits for your verdict", "interrupt": "asks for an answer", "capability": "needs a capability", "breakpoint": "stopped at a breakpoint"}.get(kind, "waits")
+    what = {
+        "consent": "waits for your verdict",
+        "interrupt": "asks for an answer",
+        "capability": "needs a capability",
+        "breakpoint": "stopped at a breakpoint",
+    }.get(kind, "waits")
     body = f'<div class="gl-prompt"><b>{escape(prompt)}</b></div>' if prompt else ""
     if details is not None:
         body += f'<div class="gl-details">{json_tree(details)}</div>'
     return f'<div class="gl-wait"><div>‖ <b>{escape(node_id)}</b> {escape(what)}</div>{body}</div>'
 
 
-def status_line(run_id: str, graph: str, revision: int, status: str, head: Any, nxt: Iterable[str], note: str = "") -> str:
-    marks = {"created": "○", "running": "▶", "waiting": "‖", "queued": "→", "done": "✔", "failed": "✖", "cancelled": "⊘", "interrupted": "⚠"}
+def status_line(
+    run_id: str, graph: str, revision: int, status: str, head: Any, nxt: Iterable[str], note: str = ""
+) -> str:
+    marks = {
+        "created": "○",
+        "running": "▶",
+        "waiting": "‖",
+        "queued": "→",
+        "done": "✔",
+        "failed": "✖",
+        "cancelled": "⊘",
+        "interrupted": "⚠",
+    }
     nexts = ", ".join(nxt) or "—"
     extra = f" · {escape(note)}" if note else ""
     return (

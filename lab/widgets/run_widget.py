@@ -97,19 +97,28 @@ class RunWidget(widgets.VBox):
         self.retry_btn.on_click(lambda _b: self._start("Retry", lambda: run.aretry()))
         self.pause_btn.on_click(lambda _b: self._act("Pause", run.pause))
         self.cancel_btn.on_click(lambda _b: self._act("Cancel", run.cancel))
-        controls = widgets.HBox([self.step_btn, self.run_btn, self.pause_btn, self.cancel_btn, self.retry_btn])
+        controls = widgets.HBox(
+            [self.step_btn, self.run_btn, self.pause_btn, self.cancel_btn, self.retry_btn]
+        )
 
         self.wait_info = widgets.HTML()
-        self.note = widgets.Textarea(placeholder="note (optional): why you approve or deny", layout=widgets.Layout(width="100%", height="3.5em"))
+        self.note = widgets.Textarea(
+            placeholder="note (optional): why you approve or deny",
+            layout=widgets.Layout(width="100%", height="3.5em"),
+        )
         self.note.add_class("gl-note")
         self.approve_btn = _button("Approve", "gl-approve", "check", "success")
         self.deny_btn = _button("Deny", "gl-deny", "times", "danger")
         self.approve_btn.on_click(lambda _b: self._verdict(True))
         self.deny_btn.on_click(lambda _b: self._verdict(False))
-        self.answer = widgets.Text(placeholder="answer (JSON, or plain text)", layout=widgets.Layout(width="60%"))
+        self.answer = widgets.Text(
+            placeholder="answer (JSON, or plain text)", layout=widgets.Layout(width="60%")
+        )
         self.answer_btn = _button("Answer", "gl-answer", "reply")
         self.answer_btn.on_click(lambda _b: self._answer())
-        self.consent = widgets.VBox([self.wait_info, self.note, widgets.HBox([self.approve_btn, self.deny_btn])])
+        self.consent = widgets.VBox(
+            [self.wait_info, self.note, widgets.HBox([self.approve_btn, self.deny_btn])]
+        )
         self.consent.add_class("gl-consent")
         self.asking = widgets.VBox([widgets.HTML(), widgets.HBox([self.answer, self.answer_btn])])
         self.asking.add_class("gl-asking")
@@ -118,10 +127,22 @@ class RunWidget(widgets.VBox):
         self.state_panel.add_class("gl-state")
         self.diff_panel = widgets.HTML()
         self.diff_panel.add_class("gl-diff-panel")
-        side = widgets.VBox([self.state_panel, self.diff_panel], layout=widgets.Layout(flex="1 1 44%", min_width="240px"))
-        body = widgets.HBox([self.graph, side], layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"))
+        side = widgets.VBox(
+            [self.state_panel, self.diff_panel], layout=widgets.Layout(flex="1 1 44%", min_width="240px")
+        )
+        body = widgets.HBox(
+            [self.graph, side], layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")
+        )
 
-        self.slider = widgets.IntSlider(min=0, max=0, value=0, readout=False, continuous_update=True, description="checkpoint", layout=widgets.Layout(width="40%"))
+        self.slider = widgets.IntSlider(
+            min=0,
+            max=0,
+            value=0,
+            readout=False,
+            continuous_update=True,
+            description="checkpoint",
+            layout=widgets.Layout(width="40%"),
+        )
         self.slider.add_class("gl-timeline")
         self.slider.observe(self._on_slide, names="value")
         self.older_btn = _button("", "gl-older", "chevron-left")
@@ -135,12 +156,32 @@ class RunWidget(widgets.VBox):
         self.fork_btn = _button("Fork here", "gl-fork", "code-fork")
         self.rewind_btn.on_click(lambda _b: self._act("Rewind", self._rewind))
         self.fork_btn.on_click(lambda _b: self._act("Fork", self._fork))
-        timeline = widgets.HBox([self.older_btn, self.slider, self.newer_btn, self.timeline_label, self.rewind_btn, self.fork_btn], layout=widgets.Layout(align_items="center", flex_flow="row wrap"))
+        timeline = widgets.HBox(
+            [
+                self.older_btn,
+                self.slider,
+                self.newer_btn,
+                self.timeline_label,
+                self.rewind_btn,
+                self.fork_btn,
+            ],
+            layout=widgets.Layout(align_items="center", flex_flow="row wrap"),
+        )
 
         self.events_panel = widgets.HTML()
         self.events_panel.add_class("gl-event-log")
         self.forks = widgets.VBox()
-        self.children = [self.header, self.message, controls, self.consent, self.asking, body, timeline, self.events_panel, self.forks]
+        self.children = [
+            self.header,
+            self.message,
+            controls,
+            self.consent,
+            self.asking,
+            body,
+            timeline,
+            self.events_panel,
+            self.forks,
+        ]
 
         ref = weakref.ref(self)
 
@@ -193,7 +234,9 @@ class RunWidget(widgets.VBox):
             try:
                 self._refresh()
             except Exception as exc:  # a view never breaks the run it shows
-                self.message.value = H.alert("error", "the view could not refresh:", f"{type(exc).__name__}: {exc}")
+                self.message.value = H.alert(
+                    "error", "the view could not refresh:", f"{type(exc).__name__}: {exc}"
+                )
 
     def _refresh(self) -> None:
         run = self._run
@@ -232,7 +275,9 @@ class RunWidget(widgets.VBox):
         is_head = index == len(self._seqs) - 1
         failed = (run.error or {}).get("node_id") if is_head and run.status == "failed" else None
         parked = rec.next[0].node_id if rec.status == "waiting" and rec.next else None
-        return overlay_from_path(path, current, failed=failed, parked=parked, breakpoints=getattr(run, "breakpoints", None))
+        return overlay_from_path(
+            path, current, failed=failed, parked=parked, breakpoints=getattr(run, "breakpoints", None)
+        )
 
     def _show_selected(self) -> None:
         if not self._seqs:
@@ -245,7 +290,9 @@ class RunWidget(widgets.VBox):
         self.state_panel.value = f'<div class="gl-panel"><h4>State at checkpoint {seq}{head} · {H.escape(rec.status)}</h4>{H.json_tree(rec.state)}</div>'
         parent = self._seqs[i - 1] if i > 0 else None
         diff = self._run.diff(parent, seq) if parent is not None else None
-        self.diff_panel.value = H.diff_table(diff, title=f"Changes from checkpoint {parent} to {seq}" if parent is not None else "Changes")
+        self.diff_panel.value = H.diff_table(
+            diff, title=f"Changes from checkpoint {parent} to {seq}" if parent is not None else "Changes"
+        )
         nxt = ", ".join(p.node_id for p in rec.next) or "End"
         self.timeline_label.value = (
             f'<span class="gl-selected" data-seq="{seq}">checkpoint <b>{seq}</b>{head} · {i + 1} of {len(self._seqs)} · '
@@ -255,11 +302,20 @@ class RunWidget(widgets.VBox):
     def _show_run(self) -> None:
         run = self._run
         note = f"{self._action.lower()} in progress…" if self.busy and self._action else ""
-        self.header.value = H.status_line(run.id, run.graph.name, run.revision, run.status, run.head, run.next_stations, note)
+        self.header.value = H.status_line(
+            run.id, run.graph.name, run.revision, run.status, run.head, run.next_stations, note
+        )
         msgs = [self._alert] if self._alert else []
         if run.status == "failed" and run.error:
             err = run.error
-            msgs.append(H.alert("error", f"station {err.get('node_id')} failed:", f"{err.get('type', '')}: {err.get('message', '')}", detail=err.get("traceback", "")))
+            msgs.append(
+                H.alert(
+                    "error",
+                    f"station {err.get('node_id')} failed:",
+                    f"{err.get('type', '')}: {err.get('message', '')}",
+                    detail=err.get("traceback", ""),
+                )
+            )
         self.message.value = "".join(msgs)
         self._show_wait()
         self._enable()
@@ -286,11 +342,17 @@ class RunWidget(widgets.VBox):
         status = run.status
         busy = self.busy
         if action == "pause":
-            return None if busy else "nothing is running from this view; Pause stops a Run at the next boundary"
+            return (
+                None if busy else "nothing is running from this view; Pause stops a Run at the next boundary"
+            )
         if busy:
             return f"{self._action} is in progress; press Pause (or Cancel) first"
         if action == "cancel":
-            return f"the run is {status}; there is nothing to cancel" if status in ("done", "cancelled") else None
+            return (
+                f"the run is {status}; there is nothing to cancel"
+                if status in ("done", "cancelled")
+                else None
+            )
         if action == "retry":
             return None if status == "failed" else "nothing failed; Retry attempts a failed station again"
         if action in ("rewind", "fork"):
@@ -300,7 +362,12 @@ class RunWidget(widgets.VBox):
             if action == "rewind" and seq == run.head:
                 return "this checkpoint is already the head; move the timeline back to rewind"
             return None
-        # step and run
+        return self._why_not_advance()
+
+    def _why_not_advance(self) -> str | None:
+        """Why Step / Run cannot go on from the head now."""
+        run = self._run
+        status = run.status
         if status == "done":
             return "the run is done; pick a checkpoint on the timeline and Rewind or Fork there"
         if status == "cancelled":
@@ -311,7 +378,11 @@ class RunWidget(widgets.VBox):
             return f"the process stopped while a station ran; lab.resume({run.id!r}) runs it again"
         wait = getattr(run, "wait", None)
         if status == "waiting" and wait is not None and wait.kind != "breakpoint":
-            what = {"consent": "a verdict: Approve or Deny below", "interrupt": "an answer: answer below", "capability": "a capability: run.grant(...)"}
+            what = {
+                "consent": "a verdict: Approve or Deny below",
+                "interrupt": "an answer: answer below",
+                "capability": "a capability: run.grant(...)",
+            }
             return f"{wait.node_id} waits for {what.get(wait.kind, wait.kind)}"
         return None
 
@@ -435,7 +506,9 @@ class RunWidget(widgets.VBox):
                 self._show_selected()
                 self._enable()
             except Exception as exc:
-                self.message.value = H.alert("error", "could not show that checkpoint:", f"{type(exc).__name__}: {exc}")
+                self.message.value = H.alert(
+                    "error", "could not show that checkpoint:", f"{type(exc).__name__}: {exc}"
+                )
 
     def _nudge(self, delta: int) -> None:
         self.slider.value = min(self.slider.max, max(0, self.slider.value + delta))

@@ -44,7 +44,14 @@ pytestmark = pytest.mark.slow
 def _require_chromium() -> None:
     if os.path.exists(CHROMIUM) and shutil.which("dot"):
         return
-    missing = [what for what, ok in ((f"Chromium ({CHROMIUM})", os.path.exists(CHROMIUM)), ("Graphviz `dot`", bool(shutil.which("dot")))) if not ok]
+    missing = [
+        what
+        for what, ok in (
+            (f"Chromium ({CHROMIUM})", os.path.exists(CHROMIUM)),
+            ("Graphviz `dot`", bool(shutil.which("dot"))),
+        )
+        if not ok
+    ]
     reason = f"{' and '.join(missing)} not installed; `apt-get install -y chromium graphviz` (scripts/setup.sh does it as root)"
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"browser tests must run in CI: {reason}")
@@ -72,10 +79,15 @@ class Server:
 def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     _require_chromium()
     base = tmp_path_factory.mktemp("jupyter")
-    dirs = {name: base / name for name in ("config", "runtime", "ipython", "data", "workspaces", "settings", "root")}
+    dirs = {
+        name: base / name
+        for name in ("config", "runtime", "ipython", "data", "workspaces", "settings", "root")
+    }
     for d in dirs.values():
         d.mkdir()
-    notification = dirs["settings"] / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notification = (
+        dirs["settings"] / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    )
     notification.parent.mkdir(parents=True)
     notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     tracker = dirs["settings"] / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
@@ -122,7 +134,9 @@ def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"JupyterLab did not start (exit {proc.poll()}):\n{log.read_text()[-3000:]}")
+                raise RuntimeError(
+                    f"JupyterLab did not start (exit {proc.poll()}):\n{log.read_text()[-3000:]}"
+                )
             time.sleep(0.25)
         yield Server(url, token, dirs["root"], log)
     finally:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 
 import nbformat
-import pytest
 
 from .conftest import REPO, Server
 
@@ -102,7 +101,9 @@ def test_run_widget_step_scrub_and_approve(page, jupyter_server: Server) -> None
     expect(w.locator("svg.gl-graph g.gl-parked")).to_have_attribute("data-station", "ConfirmSend")
     expect(w.locator("svg.gl-graph g.gl-parked")).to_contain_text("‖ waiting")
     expect(w.locator(".gl-step")).to_be_disabled()
-    expect(w.locator(".gl-step")).to_have_attribute("title", re.compile("ConfirmSend waits for a verdict: Approve or Deny"))
+    expect(w.locator(".gl-step")).to_have_attribute(
+        "title", re.compile("ConfirmSend waits for a verdict: Approve or Deny")
+    )
     consent.locator(".gl-note textarea").fill(NOTE)
     w.screenshot(path=str(IMG / "consent.png"))
 

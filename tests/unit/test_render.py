@@ -101,7 +101,12 @@ def test_counter_dot_snapshot_plain_and_with_overlay(mem_lab):
     ov = overlay_from_path(["Inc", "Check", "Inc"], ["Check"])
     assert g.render(ov) == COUNTER_DOT_OVERLAY
     assert g.mermaid(ov) == COUNTER_MERMAID
-    assert g.mermaid().splitlines()[:4] == ["stateDiagram-v2", "  [*] --> Inc", "  Check --> Inc", "  Check --> [*]: End"]
+    assert g.mermaid().splitlines()[:4] == [
+        "stateDiagram-v2",
+        "  [*] --> Inc",
+        "  Check --> Inc",
+        "  Check --> [*]: End",
+    ]
 
 
 def test_svg_from_dot_lights_the_overlay(mem_lab):
@@ -118,7 +123,9 @@ def test_svg_from_dot_lights_the_overlay(mem_lab):
     assert nodes["Inc"].get("class") == "node gl-node gl-visited"
     assert _texts(nodes["Check"]) == ["Check", "▶ next ×1"]
     assert _texts(nodes["Inc"]) == ["Inc", "×2"]
-    edges = {e.get("data-edge"): e.get("class") for e in ET.fromstring(svg).iter(f"{SVG}g") if e.get("data-edge")}
+    edges = {
+        e.get("data-edge"): e.get("class") for e in ET.fromstring(svg).iter(f"{SVG}g") if e.get("data-edge")
+    }
     assert edges == {
         "__start__→Inc": "edge gl-trav",
         "Inc→Check": "edge gl-trav",
@@ -158,7 +165,7 @@ def test_missing_dot_says_how_to_install_graphviz(mem_lab, monkeypatch, tmp_path
 
 @dataclass
 class Draft(BaseNode[None, None, str]):
-    async def run(self, ctx: GraphRunContext[None, None]) -> "Review":  # noqa: F821 - declared later
+    async def run(self, ctx: GraphRunContext[None, None]) -> Review:  # noqa: F821 - declared later
         return Review()  # noqa: F821
 
 
@@ -168,7 +175,9 @@ def test_partial_graph_draws_the_missing_node(mem_lab):
     with pytest.raises(GraphDefinitionError):
         g.build()
     dot = g.render()
-    assert 'Review [label="Review\\nmissing" color="#777777" fontcolor="#555555" style="dashed,rounded"]' in dot
+    assert (
+        'Review [label="Review\\nmissing" color="#777777" fontcolor="#555555" style="dashed,rounded"]' in dot
+    )
     assert "Draft -> Review" in dot
     svg = g.svg()
     nodes = _groups(svg)
@@ -200,7 +209,14 @@ def test_gate_breakpoint_failed_and_parked_marks(mem_lab):
     spec = spec_for(g)
     assert spec.node("Confirm").kind == "gate"
     assert 'Confirm [label="Confirm\\ngate" fillcolor="#fffaf0" shape=hexagon style=filled]' in g.render()
-    parked = _groups(svg_of(spec, overlay_from_path([], ["Confirm"], parked="Confirm", breakpoints={"before": {"Send"}, "after": set()})))
+    parked = _groups(
+        svg_of(
+            spec,
+            overlay_from_path(
+                [], ["Confirm"], parked="Confirm", breakpoints={"before": {"Send"}, "after": set()}
+            ),
+        )
+    )
     assert parked["Confirm"].get("class") == "node gl-gate gl-parked"
     assert _texts(parked["Confirm"]) == ["Confirm", "gate ‖ waiting"]
     assert _texts(parked["Send"]) == ["Send", "● before"] and "gl-break" in parked["Send"].get("class")
@@ -212,7 +228,7 @@ def test_gate_breakpoint_failed_and_parked_marks(mem_lab):
 
 
 def test_markup_in_names_is_escaped_everywhere():
-    evil = '<img src=x onerror=alert(1)>'
+    evil = "<img src=x onerror=alert(1)>"
     other = 'a&amp;b"c\\N:d'
     m = Manifest(
         key="evil",
@@ -227,7 +243,12 @@ def test_markup_in_names_is_escaped_everywhere():
     assert set(nodes) == {"__start__", evil, other, END}
     assert _texts(nodes[evil])[0] == evil and _texts(nodes[other])[0] == other
     assert [t.text for t in nodes[other].iter(f"{SVG}title")] == [other]
-    labels = ["".join(t.itertext()) for e in ET.fromstring(svg).iter(f"{SVG}g") if e.get("data-edge") for t in e.iter(f"{SVG}text")]
+    labels = [
+        "".join(t.itertext())
+        for e in ET.fromstring(svg).iter(f"{SVG}g")
+        if e.get("data-edge")
+        for t in e.iter(f"{SVG}text")
+    ]
     assert "</text><script>alert(2)</script>" in labels
     mermaid = to_mermaid(spec)
     assert "<img" not in mermaid and '"' not in mermaid.replace('state "', "").replace('" as', "")
