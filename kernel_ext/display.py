@@ -87,14 +87,17 @@ def html_table(
         if row is None:
             body.append(f"<tr><td colspan='{len(headers)}'>…</td></tr>")
         else:
-            body.append(
-                "<tr>" + "".join(f"<td {_CELL}><code>{escape(str(v))}</code></td>" for v in row) + "</tr>"
-            )
+            body.append("<tr>" + "".join(_td(v) for v in row) + "</tr>")
     if not body:
         body.append(f"<tr><td colspan='{len(headers)}'><i>none</i></td></tr>")
     caption = f"<b>{escape(title)}</b>" if title else ""
     foot = f"<div><small>{escape(note)}</small></div>" if note else ""
     return f"<div>{caption}<table class='{_TABLE}'><tr>{head}</tr>{''.join(body)}</table>{foot}</div>"
+
+
+def _td(value: Any) -> str:
+    text = str(value)
+    return f"<td {_CELL}><code>{escape(text)}</code></td>" if text else f"<td {_CELL}></td>"
 
 
 def text_table(

@@ -31,13 +31,30 @@ def _code(text: str) -> int:
     return _index(lambda c: c.cell_type == "code" and c.source.strip().startswith(text))
 
 
+def _screenshot(page, first, last) -> None:  # type: ignore[no-untyped-def]
+    """The cells from `first` to `last` (the notebook scrolls inside its panel, not the page)."""
+    first.evaluate("el => el.scrollIntoView({block: 'start'})")
+    top, bottom = first.bounding_box(), last.bounding_box()
+    assert top is not None and bottom is not None
+    IMG.mkdir(parents=True, exist_ok=True)
+    height = bottom["y"] + bottom["height"] - top["y"]
+    page.screenshot(
+        path=str(IMG / "cell-by-cell.png"),
+        clip={"x": top["x"], "y": top["y"], "width": top["width"], "height": height},
+    )
+
+
 def test_graph_grows_cell_by_cell(page, jupyter_server: Server) -> None:  # type: ignore[no-untyped-def]
     from playwright.sync_api import expect
 
     page.goto(jupyter_server.lab_url(f"notebooks/{NOTEBOOK}"))
     expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=90_000)
     cells = page.locator(".jp-Notebook .jp-Cell")
-    view_at, check_at, step_at = _code("%lab graph"), _code("@g.node\n@dataclass\nclass Check"), _code("%lab step 2")
+    view_at, check_at, step_at = (
+        _code("%lab graph"),
+        _code("@g.node\n@dataclass\nclass Check"),
+        _code("%lab step 2"),
+    )
     inc_at = _code("@g.node\n@dataclass\nclass Inc")
 
     cells.first.click()
@@ -54,6 +71,7 @@ def test_graph_grows_cell_by_cell(page, jupyter_server: Server) -> None:  # type
     expect(view.locator('svg.gl-graph g.gl-node[data-station="Check"]')).to_be_visible(timeout=60_000)
     expect(view.locator("svg.gl-graph g.gl-missing")).to_have_count(0)
     expect(view).to_have_count(1)
+    _screenshot(page, cells.nth(inc_at), cells.nth(check_at))
 
     for _ in range(step_at - check_at):
         page.keyboard.press("Shift+Enter")
@@ -61,27 +79,21 @@ def test_graph_grows_cell_by_cell(page, jupyter_server: Server) -> None:  # type
     expect(steps).to_contain_text("2 step(s) of run-", timeout=60_000)
     expect(steps.locator("table")).to_contain_text("settled")
 
-    first, last = cells.nth(inc_at).bounding_box(), steps.bounding_box()
-    assert first is not None and last is not None
-    IMG.mkdir(parents=True, exist_ok=True)
-    page.screenshot(
-        path=str(IMG / "cell-by-cell.png"),
-        clip={"x": first["x"], "y": first["y"], "width": first["width"], "height": last["y"] + last["height"] - first["y"]},
-        full_page=True,
-    )
-
     # rename Inc in its cell and run it again: the old node goes, with a note in the output
     inc = cells.nth(inc_at)
     inc.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Control+a")
-    page.keyboard.type(
-        "@g.node\n@dataclass\nclass Increment(BaseNode[State, None, int]):\nby: int = 1\n\n"
-        "async def run(self, ctx: GraphRunContext[State, None]) -> \"Check\":\nreturn Check()\n"
-    )
+    page.keyboard.press("Control+Home")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")  # the `class Inc(...)` line
+    page.keyboard.press("Home")
+    for _ in range(len("class Inc")):
+        page.keyboard.press("ArrowRight")
+    page.keyboard.type("rement")
     page.keyboard.press("Control+Enter")
     note = inc.locator(".jp-OutputArea-output")
     expect(note).to_contain_text("this cell used to declare Inc and now declares Increment", timeout=30_000)
     expect(note).to_contain_text("Check still return(s) Inc")
-    expect(view.locator('svg.gl-graph g[data-station="Increment"]')).to_be_visible()
-    expect(view.locator('svg.gl-graph g[data-station="Inc"]')).to_have_count(0)
+    # the live view follows: Increment is declared, and Check's hint now names a missing Inc
+    expect(view.locator('svg.gl-graph g.gl-node[data-station="Increment"]')).to_be_visible()
+    expect(view.locator('svg.gl-graph g.gl-missing[data-station="Inc"]')).to_be_visible()
     assert page.dialogs == []
