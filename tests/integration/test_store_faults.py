@@ -16,9 +16,10 @@ lost or changed — proved by comparing every table, or the file's bytes, before
 - a run whose head checkpoint row is gone: `CheckpointError`; `lab.fork` from an earlier one works
 - a complete journal line that cannot be folded (edited by hand): `StoreError` saying to move the
   journal aside; database and journal unchanged
-- a run started in a worker process, resumed in this one onto a changed graph:
-  `RevisionMismatchError` saying what changed and how to fork; the store unchanged; forking onto
-  the current revision (also from a fresh process, through `lab.fork`) works
+- a run started in a worker process (finished there, or SIGKILLed a few stations in), resumed
+  in this one onto a changed graph: `RevisionMismatchError` saying what changed and how to
+  fork; the store unchanged; `lab.fork(run_id, seq, revision="current")` (no run handle needed)
+  runs the edited code
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import json
 import os
 import random
 import re
+import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -436,18 +439,34 @@ def test_a_journal_line_that_cannot_be_folded_is_refused_and_kept(store):
 # -- 5. a revision mismatch across processes --------------------------------------------------------
 
 
-def _start_in_a_worker(db: Path) -> tuple[str, Any]:
-    proc = subprocess.run(worker_command(db, "start"), capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    output = json.loads(next(ln for ln in lines if ln.startswith("OUTPUT "))[len("OUTPUT ") :])
-    return lines[0], output
+def _start_in_a_worker(db: Path, *, finish: bool) -> str:
+    """Start a counter run in a worker process; let it finish, or SIGKILL it a few stations in."""
+    with subprocess.Popen(
+        worker_command(db, "start"), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
+        run_id = proc.stdout.readline().decode().strip()
+        assert run_id.startswith("run-"), proc.stderr.read()
+        if not finish:  # wait until checkpoint 3 is in the journal, then kill it like a dead kernel
+            journal = db.with_name(db.name + ".journal")
+            deadline = time.monotonic() + 30
+            while journal.read_bytes().count(b'"t":"cp"') < 4 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            proc.kill()
+        rest, err = proc.communicate(timeout=60)
+    if finish:
+        assert proc.returncode == 0, err.decode()
+    else:
+        assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    with opened(db) as lab:  # fold what the worker wrote (and mark a station in flight as interrupted)
+        rec = lab.run(run_id)
+    assert (rec.status == "done") == finish and rec.head_seq >= 3
+    return run_id
 
 
-def test_resuming_onto_a_changed_graph_is_refused_and_fork_onto_current_works(tmp_path):
+@pytest.mark.parametrize("finish", [True, False], ids=["finished-run", "killed-run"])
+def test_resuming_onto_a_changed_graph_is_refused_and_fork_onto_current_works(tmp_path, finish):
     db = tmp_path / "lab.duckdb"
-    run_id, output = _start_in_a_worker(db)
-    assert output == graphs_for_tests.LIMIT
+    run_id = _start_in_a_worker(db, finish=finish)
     before = raw_snapshot(db)
     with opened(db) as lab:
         g = graphs_for_tests.declare_changed(lab)
