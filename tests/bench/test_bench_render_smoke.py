@@ -1,0 +1,17 @@
+"""Smoke test of `python -m lab.bench_render`: every measure runs and reports; timing is never asserted."""
+
+from __future__ import annotations
+
+from lab import bench_render
+
+
+def test_render_benchmark_reports_every_measure(capsys):
+    assert bench_render.main(["--stations", "8", "--steps", "5", "--layouts", "1"]) == 0
+    out = capsys.readouterr().out
+    for name in (
+        "first layout (dot)",
+        "restyle + push one step (GraphView)",
+        "RunWidget.refresh() after a step",
+    ):
+        assert f"| {name}" in out, out
+    assert out.startswith("8 stations;")
