@@ -220,3 +220,29 @@ def test_parked_gate_is_approved_after_kernel_restart(tmp_path: Path, kernel_dir
         in second.cells[-2].outputs[-1]["text"]
     )
     assert second.cells[-1].outputs[-1]["text"].strip() == "done Hello ops ['True:looks right']"
+
+
+CONSENT = REPO / "notebooks" / "consent.ipynb"
+
+
+def test_consent_notebook_gate_is_approved_after_kernel_restart(tmp_path: Path, kernel_dir: Path) -> None:
+    """consent.ipynb's cells up to `g.start(...)`, run to the gate; a new kernel approves with `%lab approve`."""
+    code = [c for c in nbformat.read(CONSENT, as_version=4).cells if c.cell_type == "code"]
+    start = next(i for i, c in enumerate(code) if "g.start(" in c.source)
+    defining = [c.source for c in code[:start]]
+
+    first = new_notebook(cells=[new_code_cell(s) for s in defining])
+    first.cells.append(
+        new_code_cell(code[start].source + "\nrun.run()\nprint(run.id, run.status, run.wait.node_id)")
+    )
+    execute(first, tmp_path, kernel_dir)
+    run_id, status, node = first.cells[-1].outputs[-1]["text"].split()
+    assert (status, node) == ("waiting", "ConfirmSend")
+
+    second = new_notebook(cells=[new_code_cell(s) for s in defining])
+    second.cells += [
+        new_code_cell(f"%load_ext kernel_ext\nrun = lab.resume({run_id!r})\n%lab approve after a restart"),
+        new_code_cell("%lab run\nprint(run.status, run.state.sent, run.waits()[-1].resolution['note'])"),
+    ]
+    execute(second, tmp_path, kernel_dir)
+    assert second.cells[-1].outputs[-1]["text"].split() == ["done", "True", "after", "a", "restart"]
