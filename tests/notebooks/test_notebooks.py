@@ -246,3 +246,36 @@ def test_consent_notebook_gate_is_approved_after_kernel_restart(tmp_path: Path, 
     ]
     execute(second, tmp_path, kernel_dir)
     assert second.cells[-1].outputs[-1]["text"].split() == ["done", "True", "after", "a", "restart"]
+
+
+def test_magic_errors_in_a_real_kernel_are_one_line(tmp_path: Path, kernel_dir: Path) -> None:
+    """In a kernel, a wrong %lab line or bad SQL shows `UsageError: ...` and no traceback."""
+    bad = [
+        "%lab runs",  # before any lab exists
+        "%lab frobnicate",
+        "%%lab_sql\nselect nope from runs",
+    ]
+    nb = new_notebook(cells=[new_code_cell("%load_ext kernel_ext")] + [new_code_cell(s) for s in bad])
+    nb.cells.insert(2, new_code_cell("from lab import Lab\nlab = Lab()"))
+    km = AsyncKernelManager(
+        kernel_name=KERNEL_NAME, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernel_dir)])
+    )
+    client = NotebookClient(
+        nb, km=km, kernel_name=KERNEL_NAME, timeout=CELL_TIMEOUT, allow_errors=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )  # fmt: skip
+    client.execute(cwd=str(tmp_path), cleanup_kc=True)
+    shown = []
+    for cell in nb.cells[1:]:
+        if cell.source.startswith("from lab"):
+            continue
+        text = "".join(o.get("text", "") for o in cell.outputs) + "".join(
+            "".join(o.get("traceback", [])) for o in cell.outputs if o.output_type == "error"
+        )
+        assert "Traceback" not in text and "File " not in text, text
+        shown.append(text.strip())
+    assert shown[0].startswith("UsageError: no lab is open in this kernel; run `%lab open`"), shown[0]
+    assert shown[1].startswith("UsageError: unknown %lab subcommand 'frobnicate'"), shown[1]
+    assert shown[2].startswith('UsageError: SQL error: Binder Error: Referenced column "nope" not found'), (
+        shown[2]
+    )
