@@ -19,10 +19,11 @@ from typing import Any, get_type_hints
 from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
+from .engine.tasks import TaskInput
 from .errors import CheckpointError, StateContractError
 from .records import PendingStation
 
-__all__ = ("SnapshotCodec", "NodeCodec", "node_init_fields")
+__all__ = ("SnapshotCodec", "NodeCodec", "InputCodec", "node_init_fields")
 
 _RESERVED_FIELDS = frozenset({"node_id"})
 
@@ -140,14 +141,75 @@ class NodeCodec:
         return self.cls(**kwargs)
 
 
+class InputCodec:
+    """Encodes the input value of a step, decision, start or end task under its declared type.
+
+    This is the checkpoint contract the lab admits for function steps (seed 001 refuses them for
+    lack of one): the value is written as `{"inputs": <json>}` and must read back equal.
+    """
+
+    def __init__(self, node_id: str, input_type: Any, *, what: str = "step"):
+        self.node_id = node_id
+        self.input_type = input_type
+        self.fields = {"inputs": input_type}
+        try:
+            self._adapter: TypeAdapter[Any] = TypeAdapter(input_type)
+        except (PydanticSchemaGenerationError, PydanticUserError) as exc:
+            raise StateContractError(
+                f"{what} {node_id}'s input type {_type_name(input_type)} does not round-trip through JSON "
+                f"({_short(exc)}); pass plain data (dataclasses, pydantic models, str, numbers, lists, dicts) "
+                "between steps and keep live objects (clients, files, sessions) in deps"
+            ) from exc
+
+    def encode(self, task: Any) -> PendingStation:
+        value = task.inputs if isinstance(task, TaskInput) else task
+        try:
+            data = self._adapter.dump_python(value, mode="json")
+            again = self._adapter.validate_python(data)
+        except Exception as exc:
+            raise StateContractError(
+                f"the input of {self.node_id} ({type(value).__qualname__}) cannot be checkpointed as "
+                f"{_type_name(self.input_type)}: {_short(exc)}; pass plain data between steps"
+            ) from exc
+        if again != value:
+            raise StateContractError(
+                f"the input of {self.node_id} changes when written as JSON and read back ({value!r} became "
+                f"{again!r}); use a JSON-friendly type (with __eq__) for it"
+            )
+        return PendingStation(self.node_id, {"inputs": data})
+
+    def decode(self, fields: Mapping[str, Any], *, run_id: str | None = None, seq: int | None = None) -> TaskInput:
+        if not isinstance(fields, Mapping) or set(fields) != {"inputs"}:
+            raise CheckpointError(
+                f"task {self.node_id} must be stored as {{\"inputs\": ...}}, got {fields!r}" + _way_forward(run_id),
+                run_id=run_id,
+                seq=seq,
+            )
+        try:
+            return TaskInput(self.node_id, self._adapter.validate_python(fields["inputs"]))
+        except ValidationError as exc:
+            raise CheckpointError(
+                f"the input of {self.node_id} does not validate: {_first_error(exc)}" + _way_forward(run_id),
+                run_id=run_id,
+                seq=seq,
+            ) from exc
+
+
 class SnapshotCodec:
     """State, node and output codec for one pinned graph revision."""
 
-    def __init__(self, *, state_type: Any, output_type: Any, nodes: Mapping[str, type]):
+    def __init__(
+        self,
+        *,
+        state_type: Any,
+        output_type: Any,
+        nodes: Mapping[str, type],
+        inputs: Mapping[str, InputCodec] | None = None,
+    ):
         self.state_type = state_type
         self.output_type = output_type
         self._node_classes = dict(nodes)
-        self._nodes: dict[str, NodeCodec] = {}
+        self._nodes: dict[str, NodeCodec | InputCodec] = dict(inputs or {})
 
     @cached_property
     def _state(self) -> TypeAdapter[Any]:
@@ -170,13 +232,13 @@ class SnapshotCodec:
                 "return plain data from End(...)"
             ) from exc
 
-    def node(self, node_id: str, *, run_id: str | None = None, seq: int | None = None) -> NodeCodec:
+    def node(self, node_id: str, *, run_id: str | None = None, seq: int | None = None) -> NodeCodec | InputCodec:
         codec = self._nodes.get(node_id)
         if codec is None:
             cls = self._node_classes.get(node_id)
             if cls is None:
                 raise CheckpointError(
-                    f"unknown node id {node_id!r}; the graph declares {sorted(self._node_classes)}"
+                    f"unknown node id {node_id!r}; the graph declares {sorted(set(self._node_classes) | set(self._nodes))}"
                     + _way_forward(run_id),
                     run_id=run_id,
                     seq=seq,
@@ -224,6 +286,8 @@ class SnapshotCodec:
             ) from exc
 
     def encode_node(self, node: Any) -> PendingStation:
+        if isinstance(node, TaskInput):
+            return self.node(node.node_id).encode(node)
         node_id = type(node).get_node_id() if hasattr(type(node), "get_node_id") else type(node).__name__
         return self.node(node_id).encode(node)
 

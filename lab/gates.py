@@ -12,6 +12,7 @@ This module knows nothing of the store or of any view; the engine sets the conte
 from __future__ import annotations
 
 import contextvars
+import types
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -165,11 +166,14 @@ class Gate(BaseNode[StateT, DepsT, Any]):
     prompt: ClassVar[Any] = "Approve?"
     details: ClassVar[Any] = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        decide = cls.__dict__.get("decide")
+        if decide is not None and "run" not in cls.__dict__:
+            cls.run = _run_for(decide)  # type: ignore[method-assign]
+
     async def run(self, ctx: GraphRunContext[StateT, DepsT]) -> Any:
-        station = _current(f"{type(self).__name__}.run()")
-        if station.verdict is None:
-            raise ConsentRequired(self._ask("prompt", ctx), self._ask("details", ctx))
-        return await self.decide(ctx, station.verdict)
+        return await _gate_run(self, ctx)
 
     async def decide(self, ctx: GraphRunContext[StateT, DepsT], verdict: Verdict) -> Any:
         raise NotImplementedError(
@@ -180,3 +184,29 @@ class Gate(BaseNode[StateT, DepsT, Any]):
     def _ask(self, name: str, ctx: GraphRunContext[StateT, DepsT]) -> Any:
         value = getattr(self, name)
         return value(ctx) if callable(value) else value
+
+
+async def _gate_run(gate: Gate[Any, Any], ctx: GraphRunContext[Any, Any]) -> Any:
+    station = _current(f"{type(gate).__name__}.run()")
+    if station.verdict is None:
+        raise ConsentRequired(gate._ask("prompt", ctx), gate._ask("details", ctx))
+    return await gate.decide(ctx, station.verdict)
+
+
+async def _run_template(self, ctx, *, _impl=_gate_run):  # type: ignore[no-untyped-def]
+    return await _impl(self, ctx)
+
+
+def _run_for(decide: Any) -> Any:
+    """A gate subclass's `run`, annotated with `decide`'s return hint in `decide`'s module.
+
+    pydantic-graph's `GraphBuilder.node` reads a node's edges from `run`'s return hint, so an
+    adopted graph that contains a gate sees the edges its `decide` declares.
+    """
+    t = _run_template
+    fn = types.FunctionType(t.__code__, decide.__globals__, "run", t.__defaults__, t.__closure__)
+    fn.__kwdefaults__ = dict(t.__kwdefaults__ or {})
+    fn.__qualname__ = decide.__qualname__.rsplit(".", 1)[0] + ".run"
+    fn.__module__ = decide.__module__
+    fn.__annotations__ = {"return": getattr(decide, "__annotations__", {}).get("return", Any)}
+    return fn

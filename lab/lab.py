@@ -6,7 +6,7 @@ import dataclasses
 import os
 from collections.abc import Callable
 from types import NoneType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -22,6 +22,9 @@ from .graph import LabGraph
 from .manifest import Manifest
 from .records import Durability, EventRecord, RunRecord, WaitRecord
 from .run import Run
+
+if TYPE_CHECKING:
+    from .adopt import AdoptedGraph
 from .store import MEMORY, DuckDBStore, open_store
 
 __all__ = ("Lab", "DEFAULT_PATH", "current_lab", "current_run")
@@ -220,6 +223,32 @@ class Lab:
             batch_size=self.batch_size,
         )
         return parent.fork(seq, state=state, revision=revision)
+
+    def adopt(self, graph: Any, *, name: str | None = None) -> AdoptedGraph:
+        """The lab's handle on a graph built with pydantic-graph's own `GraphBuilder`, unchanged.
+
+        `lg = lab.adopt(fives_graph, name="fives"); run = lg.start(inputs=4)` gives the same run
+        API as a lab-declared graph. Adopting the same name again with a changed graph makes a new
+        revision. See `lab.adopt` module docs for the checkpoint contract of steps.
+        """
+        from .adopt import AdoptedGraph
+
+        key = name if name is not None else getattr(graph, "name", None)
+        if not key:
+            raise GraphDefinitionError("lab.adopt needs a name= for a graph built without one")
+        existing = self._graphs.get(key)
+        if isinstance(existing, AdoptedGraph):
+            existing.replace(graph)
+            existing.build()
+            return existing
+        if existing is not None:
+            raise GraphDefinitionError(
+                f"the name {key!r} is already a graph declared with lab.graph(); adopt under another name"
+            )
+        adopted = AdoptedGraph(self, key, graph)
+        adopted.build()  # refuse what the serial engine cannot run now, not at the first step
+        self._graphs[key] = adopted  # type: ignore[assignment]
+        return adopted
 
     def waiting(self) -> list[WaitRecord]:
         """Every unanswered wait in the store: the runs that need a person (or a capability)."""

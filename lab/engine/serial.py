@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pydantic_graph import BaseNode, EndMarker, Graph, GraphTaskRequest
+from pydantic_graph import EndMarker, Graph, GraphTaskRequest
 
 from ..errors import UndeclaredTransitionError, UnsupportedTopologyError
 from ..gates import StationContext, WaitSignal, station_context
 from ..manifest import END, Manifest
+from .tasks import as_pending, node_id_of, request_input
 
 __all__ = ("EngineHooks", "Stop", "drive", "node_id_of")
 
@@ -66,10 +67,6 @@ class EngineHooks(Protocol):
         ...
 
 
-def node_id_of(node: Any) -> str:
-    return type(node).get_node_id() if isinstance(node, BaseNode) else type(node).__name__
-
-
 async def drive(
     native: Graph[Any, Any, Any, Any],
     manifest: Manifest,
@@ -92,7 +89,7 @@ async def drive(
     async with native.iter(state=state, deps=deps, infer_name=False) as graph_run:
         # Read the initial boundary before calling next(): next() on a fresh run consumes it.
         fork_stack = graph_run.next_task[0].fork_stack
-        request: list[GraphTaskRequest] | None = [GraphTaskRequest(node_id, node, fork_stack)]
+        request: list[GraphTaskRequest] | None = [GraphTaskRequest(node_id, request_input(node), fork_stack)]
         while True:
             if max_steps is not None and settled >= max_steps:
                 return Stop("paused", settled)
@@ -144,11 +141,13 @@ def _settle(manifest: Manifest, hooks: EngineHooks, attempt: int, node_id: str, 
         )
     nxt = tasks[0]
     _check_edge(manifest, node_id, nxt.node_id)
-    hooks.settled(attempt=attempt, node_id=node_id, successors=(nxt.inputs,), end=None)
+    hooks.settled(attempt=attempt, node_id=node_id, successors=(as_pending(nxt.node_id, nxt.inputs),), end=None)
     return nxt.node_id
 
 
 def _check_edge(manifest: Manifest, source: str, target: str) -> None:
+    if source == END:  # the native end node's task: it only hands over the End value
+        return
     if not manifest.permits(source, target):
         allowed = ", ".join(manifest.successors(source)) or "nothing"
         what = "End" if target == END else target

@@ -22,6 +22,8 @@ import random
 import shutil
 import signal
 import subprocess
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,11 +252,13 @@ class WorkerResult:
 
 def run_worker(db: Path, *args: str, kill_after: float | None, from_spawn: bool = False, env: dict | None = None) -> WorkerResult:
     """Run a worker; SIGKILL it `kill_after` seconds after its first line (or after spawning)."""
-    with subprocess.Popen(
+    # stderr goes to a file and stdout is read through its buffer only: mixing readline() with
+    # communicate() loses what readline() had already buffered (communicate reads the raw pipe).
+    with tempfile.TemporaryFile(mode="w+") as errfile, subprocess.Popen(
         worker_command(db, *args),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=errfile,
         text=True,
         env={**os.environ, **(env or {})},
     ) as proc:
@@ -265,11 +269,17 @@ def run_worker(db: Path, *args: str, kill_after: float | None, from_spawn: bool 
             time.sleep(kill_after)
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
+        killer = threading.Timer(60, proc.kill)  # a hung worker is killed, then reported below
+        killer.start()
         try:
-            out, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
+            out = proc.stdout.read()
+            proc.wait()
+        finally:
+            hung = not killer.is_alive()
+            killer.cancel()
+        errfile.seek(0)
+        err = errfile.read()
+        if hung:
             pytest.fail(f"worker {args} hung:\n{out}\n{err}")
     if from_spawn:
         first, _, out = out.partition("\n")
