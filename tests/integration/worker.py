@@ -27,9 +27,8 @@ import sys
 # the manifest names the state type by module and qualname, so the name is part of the digest.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from tests.integration import graphs_for_tests  # noqa: E402
-
 from lab import Lab  # noqa: E402
+from tests.integration import graphs_for_tests  # noqa: E402
 
 
 def _die() -> None:
