@@ -43,6 +43,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "approve": ("[NOTE]", "approve the gate the run is parked at, with an optional note"),
     "deny": ("[NOTE]", "deny the gate the run is parked at, with an optional note"),
+    "answer": ("EXPR", "answer the interrupt() the run is parked at with a Python value (run.resume_with)"),
+    "grant": ("CAPABILITY [EXPR]", "grant the capability the run waits for, with an optional Python value"),
+    "retry": ("", "attempt the failed station again (run.retry())"),
+    "cancel": ("", "cancel the run (run.cancel())"),
     "history": ("[--all]", "the run's checkpoints, root to head (--all: every branch)"),
     "diff": ("A B", "state difference of checkpoints A and B (SEQ, or RUN_ID@SEQ for another run)"),
     "events": ("[KIND]", "the run's events in order (KIND filters, e.g. failed)"),
@@ -117,7 +121,7 @@ def _note(rest: str) -> str | None:
     return note or None
 
 
-def _collect_start(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _collect_args(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return args, kwargs
 
 
@@ -213,7 +217,7 @@ class LabMagics(Magics):
                     f"which needs fields ({exc}); say `%lab start {first.__name__}(...)`"
                 ) from None
             return g.start(node)
-        args, kwargs = self._eval_start(rest)
+        args, kwargs = self._eval_args("start", rest, "`%lab start Inc(by=2), state=State()`")
         if len(args) != 1:
             raise UsageError(
                 f"%lab start takes one node, then keywords (state=, deps=); got {len(args)} positional value(s). "
@@ -234,19 +238,25 @@ class LabMagics(Magics):
             raise UsageError(f"%lab start needs a node instance such as `Inc()`, got {node!r}")
         return self._graph_for(node).start(node, **kwargs)
 
-    def _eval_start(self, expr: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        code = f"__graphlab_start__({expr})"
+    def _eval_args(self, sub: str, expr: str, example: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """`expr` as the arguments of a call, evaluated in the notebook's namespace."""
+        code = f"__graphlab_args__({expr})"
         try:
-            compiled = compile(code, "<%lab start>", "eval")
+            compiled = compile(code, f"<%lab {sub}>", "eval")
         except SyntaxError as exc:
             raise UsageError(
-                f"%lab start {expr!r} is not valid Python ({exc.msg}); write a node and keywords as in a call: "
-                "`%lab start Inc(by=2), state=State()`"
+                f"%lab {sub} {expr!r} is not valid Python ({exc.msg}); write it as in a call: {example}"
             ) from None
         try:
-            return eval(compiled, self.shell.user_ns, {"__graphlab_start__": _collect_start})  # noqa: S307 - the user's own cell text
+            return eval(compiled, self.shell.user_ns, {"__graphlab_args__": _collect_args})  # noqa: S307 - the user's own cell text
         except Exception as exc:
-            raise UsageError(f"%lab start: evaluating {expr!r} raised {type(exc).__name__}: {exc}") from None
+            raise UsageError(f"%lab {sub}: evaluating {expr!r} raised {type(exc).__name__}: {exc}") from None
+
+    def _one_value(self, sub: str, expr: str, example: str) -> Any:
+        args, kwargs = self._eval_args(sub, expr, example)
+        if len(args) != 1 or kwargs:
+            raise UsageError(f"%lab {sub} takes one Python value, e.g. {example}; got {expr!r}")
+        return args[0]
 
     def _graph_for(self, node: BaseNode[Any, Any, Any]) -> LabGraph:
         node_id = type(node).get_node_id()
@@ -322,6 +332,41 @@ class LabMagics(Magics):
 
     def _do_deny(self, rest: str, run_id: str | None) -> Any:
         return self._verdict("deny", rest, run_id)
+
+    def _do_answer(self, rest: str, run_id: str | None) -> Any:
+        if not rest:
+            raise UsageError("%lab answer needs the answer, as Python: `%lab answer 'eu'`")
+        value = self._one_value("answer", rest, "`%lab answer 'eu'`")
+        run = self.session.run(run_id)
+        wait = run.resume_with(value)
+        print(
+            f"run {run.id}: answered the interrupt at {wait.node_id} with {value!r}; `%lab run` continues it"
+        )
+        return None
+
+    def _do_grant(self, rest: str, run_id: str | None) -> Any:
+        name, _, expr = rest.partition(" ")
+        if not name:
+            raise UsageError(
+                "%lab grant needs the capability's name: `%lab grant gpu` or `%lab grant gpu {'id': 0}`"
+            )
+        value = self._one_value("grant", expr, "`%lab grant gpu {'id': 0}`") if expr.strip() else None
+        run = self.session.run(run_id)
+        wait = run.grant(name, value)
+        print(f"run {run.id}: granted {name!r} at {wait.node_id}; `%lab run` continues it")
+        return None
+
+    def _do_retry(self, rest: str, run_id: str | None) -> StepList:
+        _words(rest, "retry", at_most=0)
+        run = self.session.run(run_id)
+        return StepList([run.retry()], run)
+
+    def _do_cancel(self, rest: str, run_id: str | None) -> Any:
+        _words(rest, "cancel", at_most=0)
+        run = self.session.run(run_id)
+        run.cancel()
+        print(f"run {run.id}: {run.status}")
+        return None
 
     def _do_history(self, rest: str, run_id: str | None) -> Any:
         words = _words(rest, "history", at_most=1)

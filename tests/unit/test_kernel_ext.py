@@ -308,6 +308,70 @@ def test_approve_and_deny_a_parked_gate(ip: Any) -> None:
     assert verdicts == [(False, "not yet"), (True, "ship it")]
 
 
+ASK_CELLS = [
+    COUNTER_CELLS[0].replace(
+        '"counter", state_type=State, output_type=int', '"ask", state_type=State, output_type=str'
+    ),
+    """
+from lab import CapabilityRequired, granted, interrupt
+
+@g.node
+@dataclass
+class Ask(BaseNode[State, None, str]):
+    async def run(self, ctx: GraphRunContext[State, None]) -> "Use":
+        ctx.state.count = interrupt({"question": "how many?"})
+        return Use()
+
+@g.node
+@dataclass
+class Use(BaseNode[State, None, str]):
+    async def run(self, ctx: GraphRunContext[State, None]) -> "Boom | End[str]":
+        device = granted("gpu")
+        if device is None:
+            raise CapabilityRequired("gpu")
+        if ctx.state.count < 0:
+            return Boom()
+        return End(f"{ctx.state.count} on {device}")
+
+@g.node
+@dataclass
+class Boom(BaseNode[State, None, str]):
+    async def run(self, ctx: GraphRunContext[State, None]) -> End[str]:
+        raise RuntimeError("boom")
+""",
+]
+
+
+def test_answer_grant_retry_cancel(ip: Any) -> None:
+    run_cells(ip, ASK_CELLS, prefix="ask")
+    run = lab_magic(ip, "start Ask()")
+    lab_magic(ip, "run")
+    assert run.status == "waiting" and run.wait.kind == "interrupt"
+    with pytest.raises(UsageError, match=r"approve\(\) does not answer; use run.resume_with"):
+        lab_magic(ip, "approve")
+    with pytest.raises(UsageError, match="takes one Python value"):
+        lab_magic(ip, "answer 1, 2")
+    lab_magic(ip, "answer {40 + 2}")  # IPython expands {expression} first; the text is then evaluated
+    lab_magic(ip, "run")
+    assert run.status == "waiting" and run.wait.kind == "capability" and run.state.count == 42
+    lab_magic(ip, "grant gpu 'cuda:0'")
+    assert lab_magic(ip, "run").output == "42 on cuda:0"
+
+    bad = lab_magic(ip, "start Ask()")
+    lab_magic(ip, "run")
+    lab_magic(ip, "answer -1")
+    lab_magic(ip, "run")
+    lab_magic(ip, "grant gpu 'cuda:1'")
+    lab_magic(ip, "run")
+    assert bad.status == "failed" and bad.error["node_id"] == "Boom"
+    retried = lab_magic(ip, "retry")
+    assert [s.outcome for s in retried] == ["failed"] and "RuntimeError: boom" in repr(retried)
+    lab_magic(ip, "cancel")
+    assert bad.status == "cancelled"
+    with pytest.raises(UsageError, match="already cancelled"):
+        lab_magic(ip, "cancel")
+
+
 def test_open_makes_a_lab_current(ip: Any, tmp_path: Any) -> None:
     path = os.fspath(tmp_path / "magic.duckdb")
     assert lab_magic(ip, f"open {path}") is None
@@ -403,6 +467,11 @@ def test_wrong_arguments(ip: Any) -> None:
         "history --everything": r"takes \[--all\]",
         "graph nope": r"no graph 'nope' declared in this kernel; declared: \['counter'\]",
         "fork 1 2": r"takes \[SEQ\] \[--current\]",
+        "retry": r"not failed; retry\(\) follows a failure",
+        "cancel now": r"%lab cancel takes no arguments, got 'now'",
+        "answer": r"%lab answer needs the answer",
+        "answer 'eu'": r"not waiting; there is nothing to resume_with",
+        "grant": r"%lab grant needs the capability's name",
         "approve looks good": r"%lab approve: run \S+ is created, not waiting; there is nothing to approve",
         "--run a history --run b": r"unknown %lab subcommand '--run'",
         "history --run a --run b": r"--run is given more than once",
