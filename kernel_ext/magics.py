@@ -13,6 +13,7 @@ from collections.abc import Callable
 from textwrap import dedent
 from typing import Any
 
+import duckdb
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.utils._process_common import arg_split
@@ -103,7 +104,10 @@ def _int(word: str, what: str, sub: str) -> int:
 
 
 def _words(rest: str, sub: str, *, at_most: int, at_least: int = 0) -> list[str]:
-    words = arg_split(rest, posix=True) if rest else []
+    try:
+        words = arg_split(rest, posix=True) if rest else []
+    except ValueError as exc:  # an unbalanced quote
+        raise UsageError(f"%lab {sub}: cannot read {rest!r} ({exc})") from None
     args, usage = SUBCOMMANDS[sub][0], f"%lab {sub} {SUBCOMMANDS[sub][0]}".rstrip()
     if len(words) > at_most:
         raise UsageError(
@@ -177,6 +181,8 @@ class LabMagics(Magics):
             return SqlResult(lab.sql(cell, params))  # type: ignore[arg-type]  # named parameters
         except LabError as exc:
             raise UsageError(str(exc)) from None
+        except duckdb.Error as exc:  # raised while fetching rows (a failed cast, say)
+            raise UsageError(f"SQL error: {str(exc).strip()}") from None
 
     # -- subcommands ------------------------------------------------------------------------
 

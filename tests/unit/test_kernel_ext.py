@@ -442,6 +442,10 @@ def test_sql_error_shows_duckdb_message_without_traceback(
     run_cells(ip, COUNTER_CELLS)
     with pytest.raises(UsageError, match=r'SQL error: Binder Error: Referenced column "nope" not found'):
         ip.run_cell_magic("lab_sql", "", "select nope from runs")
+    with pytest.raises(
+        UsageError, match=r"SQL error: Conversion Error: Could not convert string 'abc' to INT32"
+    ):
+        ip.run_cell_magic("lab_sql", "", "select x::int from (values ('1'), ('abc')) t(x)")
     with pytest.raises(UsageError, match="read-only"):
         ip.run_cell_magic("lab_sql", "", "delete from runs")
     # as a cell in the notebook: one line, no traceback
@@ -467,6 +471,7 @@ def test_wrong_arguments(ip: Any) -> None:
         "history --everything": r"takes \[--all\]",
         "graph nope": r"no graph 'nope' declared in this kernel; declared: \['counter'\]",
         "fork 1 2": r"takes \[SEQ\] \[--current\]",
+        'rewind "1': r"%lab rewind: cannot read",
         "retry": r"not failed; retry\(\) follows a failure",
         "cancel now": r"%lab cancel takes no arguments, got 'now'",
         "answer": r"%lab answer needs the answer",
