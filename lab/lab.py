@@ -139,7 +139,7 @@ class Lab:
             raise GraphDefinitionError(
                 f"run {run_id} belongs to graph {rec.graph_key!r}, which is not defined in this process; "
                 f"re-run the cells that define it (lab.graph({rec.graph_key!r}, ...) and its @g.node "
-                "classes), then resume"
+                f"classes, or lab.adopt(graph, name={rec.graph_key!r}) for a native graph), then resume"
             )
         built = g.build()
         if built.manifest.digest != rec.digest:
@@ -201,7 +201,7 @@ class Lab:
             raise GraphDefinitionError(
                 f"run {run_id} belongs to graph {rec.graph_key!r}, which is not defined in this process; "
                 f"re-run the cells that define it (lab.graph({rec.graph_key!r}, ...) and its @g.node "
-                "classes), then fork"
+                f"classes, or lab.adopt(graph, name={rec.graph_key!r}) for a native graph), then fork"
             )
         built = g.build()
         if built.manifest.digest != rec.digest and revision not in ("current", built.revision):
