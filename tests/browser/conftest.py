@@ -74,6 +74,26 @@ class Server:
     def lab_url(self, path: str) -> str:
         return f"{self.url}/lab/tree/{path}?reset&token={self.token}"
 
+    def notebook(self, name: str) -> str:
+        """A fresh copy of notebooks/<name> in its own directory (its own `.graphlab` store)."""
+        folder = self.root / f"{Path(name).stem}-{secrets.token_hex(3)}"
+        folder.mkdir()
+        shutil.copy(REPO / "notebooks" / name, folder / name)
+        return f"{folder.name}/{name}"
+
+    def api(self, method: str, path: str) -> object:
+        req = urllib.request.Request(
+            f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(req, timeout=10) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def stop_kernels(self) -> None:
+        """Shut down every session's kernel (frees memory and the stores' file locks)."""
+        for session in self.api("GET", "/api/sessions") or []:  # type: ignore[union-attr]
+            self.api("DELETE", f"/api/sessions/{session['id']}")
+
 
 @pytest.fixture(scope="session")
 def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
@@ -161,7 +181,7 @@ def browser(jupyter_server: Server) -> Iterator[object]:
 
 
 @pytest.fixture
-def page(browser):  # type: ignore[no-untyped-def]
+def page(browser, jupyter_server: Server):  # type: ignore[no-untyped-def]
     from playwright.sync_api import expect
 
     expect.set_options(timeout=30_000)
@@ -173,3 +193,4 @@ def page(browser):  # type: ignore[no-untyped-def]
         yield pg
     finally:
         context.close()
+        jupyter_server.stop_kernels()  # the next test starts from no kernels

@@ -32,7 +32,7 @@ def _cell_index(predicate) -> int:  # type: ignore[no-untyped-def]
 def _open(page, server: Server) -> None:  # type: ignore[no-untyped-def]
     from playwright.sync_api import expect
 
-    page.goto(server.lab_url(f"notebooks/{NOTEBOOK}"))
+    page.goto(server.lab_url(server.notebook(NOTEBOOK)))  # its own directory, so its own store
     # The toolbar says idle before the kernel exists; the status bar's "| Idle" means it is up.
     expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=90_000)
 
