@@ -191,3 +191,43 @@ def test_graph_view_follows_redefinition(mem_lab):
 
     g.node(B)
     assert 'data-station="B"' in view.value and view.spec.revision == 2
+
+
+def test_state_tree_truncates_long_values_with_a_way_to_expand():
+    from lab.widgets.html import LONG, json_tree
+
+    long = "x" * (LONG + 50) + "<script>alert(3)</script>"
+    html = json_tree({"short": "<b>hi</b>", "long": long, "n": [1, 2, {"deep": None}]})
+    assert "&quot;&lt;b&gt;hi&lt;/b&gt;&quot;" in html and "<b>hi" not in html
+    assert '<details class="gl-long"><summary>' in html and f"({len(long)} chars, show all)" in html
+    assert (
+        f"<pre>{'x' * (LONG + 50)}&lt;script&gt;alert(3)&lt;/script&gt;</pre>" in html
+    )  # all of it, escaped
+    assert "<script" not in html
+    assert (
+        html.count("<details open>") == 2 and "<details><summary>{…} 1 key" in html
+    )  # deeper levels start folded
+
+
+@dataclass
+class Ask(BaseNode[None, None, str]):
+    async def run(self, ctx: GraphRunContext[None, None]) -> End[str]:
+        from lab import interrupt
+
+        return End(f"region {interrupt({'question': 'Which <region>?'})}")
+
+
+def test_interrupt_wait_takes_an_answer(mem_lab):
+    g = mem_lab.graph("ask", output_type=str)
+    g.node(Ask)
+    run = g.start(Ask())
+    w = RunWidget(run)
+    w.step_btn.click()
+    assert w.wait(10)
+    assert run.status == "waiting" and w.asking.layout.display is None and w.consent.layout.display == "none"
+    assert "Which &lt;region&gt;?" in w.asking.children[0].value
+    assert w.run_btn.disabled and "waits for an answer" in w.run_btn.tooltip
+    w.answer.value = "eu"
+    w.answer_btn.click()
+    assert w.wait(10)
+    assert run.status == "done" and run.output == "region eu" and w.asking.layout.display == "none"
