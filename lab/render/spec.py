@@ -115,7 +115,9 @@ def _assemble(
     nodes = [SpecNode(START, "start", "start")]
     nodes += [SpecNode(sid, kind, sid) for sid, kind in stations]
     nodes += [SpecNode(m, "missing", m) for m in missing if m not in ids]
-    spec_edges = [SpecEdge(START, e) for e in _entries(ids, edges)]
+    edges = list(dict.fromkeys(edges))
+    has_start = any(src == START for src, _ in edges)  # adopted graphs name their own start edges
+    spec_edges = [] if has_start else [SpecEdge(START, e) for e in _entries(ids, edges)]
     has_end = False
     for src, dst in edges:
         has_end = has_end or dst == END
@@ -180,13 +182,13 @@ def spec_for(graph: LabGraph) -> GraphSpec:
     """The pinned manifest's drawing when the graph builds, else the declarations' drawing."""
     from ..errors import LabError
 
-    if not graph.nodes:
-        return GraphSpec(
-            graph.name, (SpecNode(START, "start", "start"),), (), caption="no nodes declared yet"
-        )
     try:
         manifest = graph.manifest
     except LabError as exc:
+        if not graph.nodes:
+            return GraphSpec(
+                graph.name, (SpecNode(START, "start", "start"),), (), caption="no nodes declared yet"
+            )
         spec = spec_from_declarations(graph)
         if spec.caption:  # names what is missing
             return spec

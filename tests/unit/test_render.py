@@ -252,3 +252,15 @@ def test_markup_in_names_is_escaped_everywhere():
     assert "</text><script>alert(2)</script>" in labels
     mermaid = to_mermaid(spec)
     assert "<img" not in mermaid and '"' not in mermaid.replace('state "', "").replace('" as', "")
+
+
+def test_adopted_graph_draws_steps_decisions_and_its_own_start(mem_lab):
+    from tests.integration import native_graphs
+
+    spec = spec_for(mem_lab.adopt(native_graphs.decisions(), name="decisions"))
+    kinds = {n.id: n.kind for n in spec.nodes}
+    assert kinds["route"] == "decision" and kinds["parse"] == "step"
+    starts = [e for e in spec.edges if e.src == "__start__"]
+    assert [(e.src, e.dst) for e in starts] == [("__start__", "parse")]  # the graph's own, not doubled
+    assert 'route [label="route\\n " shape=diamond style=filled]' in to_dot(spec)
+    assert set(_groups(svg_of(spec))) == set(kinds)
