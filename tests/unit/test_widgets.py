@@ -231,3 +231,17 @@ def test_interrupt_wait_takes_an_answer(mem_lab):
     w.answer_btn.click()
     assert w.wait(10)
     assert run.status == "done" and run.output == "region eu" and w.asking.layout.display == "none"
+
+
+def test_adopted_gated_graph_in_the_widget(mem_lab):
+    from tests.integration import native_graphs
+
+    run = mem_lab.adopt(native_graphs.gated(), name="gated").start(inputs="hello")
+    w = RunWidget(run)
+    w.run_btn.click()
+    assert w.wait(10)
+    assert run.status == "waiting" and w.consent.layout.display is None
+    assert 'gl-parked" data-station="Review"' in w.graph.value
+    w.approve_btn.click()
+    assert w.wait(10)
+    assert run.status == "done" and lit(w) == ["__end__"]
