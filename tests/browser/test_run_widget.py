@@ -8,6 +8,7 @@ Scenarios, in one notebook session:
 - scrubbing the timeline back shows the older checkpoint's state and lights its station
 - at the gate: the consent panel shows the prompt, Step is disabled with a tooltip saying why;
   Approve with a note resumes the run to End, and the note is in the event log and in the store
+- Fork here on the first checkpoint shows the child run's widget below, at its entry
 Screenshots go to docs/img/.
 """
 
@@ -115,6 +116,16 @@ def test_run_widget_step_scrub_and_approve(page, jupyter_server: Server) -> None
     expect(w.locator(".gl-event-log")).to_contain_text(f"approved · note: {NOTE}")
     expect(w.locator(".gl-step")).to_have_attribute("title", re.compile("the run is done"))
     w.screenshot(path=str(IMG / "run-done.png"))
+
+    # Fork here from the first checkpoint: the child run's widget appears below, at its entry
+    handle.focus()
+    handle.press("Home")
+    expect(selected).to_have_attribute("data-seq", "0")
+    w.locator(".gl-fork").click()
+    child = w.locator(".gl-run")  # nested in the forks area
+    expect(child).to_have_count(1)
+    expect(child.locator("svg.gl-graph g.gl-current")).to_have_attribute("data-station", "Write")
+    expect(w.locator(".gl-message").first).to_contain_text("Forked checkpoint 0 into run-")
 
     # ... and in the store: run the SQL cell (not the unattended cell after it)
     sql = page.locator(".jp-CodeCell", has_text="kind = 'verdict'")
