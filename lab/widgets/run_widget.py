@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
+from ..diff import diff_json
 from ..engine.loop import lab_loop
 from ..records import CheckpointRecord, EventRecord
 from ..render import END, Overlay, overlay_from_path, spec_from_manifest
@@ -256,12 +257,12 @@ class RunWidget(widgets.VBox):
         self._show_run()
 
     def _record(self, seq: int) -> CheckpointRecord:
+        """A checkpoint of the branch, read once (with its parent, which the diff needs)."""
         rec = self._records.get(seq)
         if rec is None:
-            history = self._run.history()
             idx = self._seqs.index(seq)
-            page = history[max(0, idx - 20) : idx + 1]  # read a little around it, once
-            self._records.update({r.seq: r for r in page})
+            want = [s for s in self._seqs[max(0, idx - 1) : idx + 1] if s not in self._records]
+            self._records.update({r.seq: r for r in self._run.lab.store.checkpoints_in(self._run.id, want)})
             rec = self._records[seq]
         return rec
 
@@ -289,7 +290,12 @@ class RunWidget(widgets.VBox):
         head = " (head)" if seq == self._run.head else ""
         self.state_panel.value = f'<div class="gl-panel"><h4>State at checkpoint {seq}{head} · {H.escape(rec.status)}</h4>{H.json_tree(rec.state)}</div>'
         parent = self._seqs[i - 1] if i > 0 else None
-        diff = self._run.diff(parent, seq) if parent is not None else None
+        diff = None
+        if parent is not None:  # the parent's record is read with this one: no store round trip
+            run_id = self._run.id
+            diff = diff_json(
+                self._record(parent).state, rec.state, left=f"{run_id}@{parent}", right=f"{run_id}@{seq}"
+            )
         self.diff_panel.value = H.diff_table(
             diff, title=f"Changes from checkpoint {parent} to {seq}" if parent is not None else "Changes"
         )
