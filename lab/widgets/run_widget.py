@@ -142,7 +142,7 @@ class RunWidget(widgets.VBox):
             readout=False,
             continuous_update=True,
             description="checkpoint",
-            layout=widgets.Layout(width="40%"),
+            layout=widgets.Layout(width="30%"),
         )
         self.slider.add_class("gl-timeline")
         self.slider.observe(self._on_slide, names="value")
