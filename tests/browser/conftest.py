@@ -95,7 +95,10 @@ class Server:
             self.api("DELETE", f"/api/sessions/{session['id']}")
 
 
-@pytest.fixture(scope="session")
+# package scope: the server and Playwright stop when the browser tests are done, so the
+# Playwright event loop it runs in the main thread does not outlive them (later tests call
+# asyncio.run(), which refuses to run inside a running loop).
+@pytest.fixture(scope="package")
 def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     _require_chromium()
     base = tmp_path_factory.mktemp("jupyter")
@@ -168,7 +171,7 @@ def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
             proc.wait()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser(jupyter_server: Server) -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
