@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,6 +27,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = Path(os.environ.get("GRAPHLAB_SCREENSHOT_DIR") or Path(tempfile.gettempdir()) / "graphlab-screenshots")
+"""Where browser tests save screenshots. A test run leaves the checkout clean; to refresh the
+README's images: GRAPHLAB_SCREENSHOT_DIR=docs/img bash scripts/test.sh tests/browser"""
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",

@@ -7,7 +7,8 @@ Scenarios, in one notebook session:
 - `%lab step 2` after a Python `g.start(...)` steps that run and shows a table of the steps
 - renaming `Inc` in its cell and running it again (JupyterLab sends the cell id) removes the
   old node and says so in the cell's output
-The screenshot for the README goes to docs/img/cell-by-cell.png.
+The screenshot for the README is cell-by-cell.png in SCREENSHOTS (conftest: set
+GRAPHLAB_SCREENSHOT_DIR=docs/img to refresh the README's copy).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import re
 
 import nbformat
 
-from .conftest import REPO, Server
+from .conftest import REPO, SCREENSHOTS, Server
 
 NOTEBOOK = "quickstart.ipynb"
-IMG = REPO / "docs" / "img"
+IMG = SCREENSHOTS
 
 
 def _index(predicate) -> int:  # type: ignore[no-untyped-def]

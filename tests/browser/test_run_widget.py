@@ -9,7 +9,7 @@ Scenarios, in one notebook session:
 - at the gate: the consent panel shows the prompt, Step is disabled with a tooltip saying why;
   Approve with a note resumes the run to End, and the note is in the event log and in the store
 - Fork here on the first checkpoint shows the child run's widget below, at its entry
-Screenshots go to docs/img/.
+Screenshots go to SCREENSHOTS (conftest: GRAPHLAB_SCREENSHOT_DIR=docs/img refreshes the README's).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import re
 
 import nbformat
 
-from .conftest import REPO, Server
+from .conftest import REPO, SCREENSHOTS, Server
 
 NOTEBOOK = "consent.ipynb"
-IMG = REPO / "docs" / "img"
+IMG = SCREENSHOTS
 NOTE = "Looks right <b>ship</b> it"
 
 
