@@ -45,7 +45,7 @@ class CellWatcher:
 
     def pre_run_cell(self, info: Any) -> None:
         self._labs = self._watched_labs()
-        self._before = {g: dict(g._nodes) for lab in self._labs for g in lab.graphs.values()}
+        self._before = {g: dict(g._nodes) for lab in self._labs for g in _declared_graphs(lab)}
 
     def post_run_cell(self, result: Any) -> None:
         cell_id = getattr(getattr(result, "info", None), "cell_id", None)
@@ -53,7 +53,7 @@ class CellWatcher:
             return
         labs = self._labs + [lab for lab in self._watched_labs() if lab not in self._labs]
         for lab in labs:
-            for g in lab.graphs.values():
+            for g in _declared_graphs(lab):
                 before = self._before.get(g, {})
                 declared = {nid: cls for nid, cls in g._nodes.items() if before.get(nid) is not cls}
                 if declared:
@@ -96,3 +96,8 @@ def _hint_names(cls: type, node_id: str) -> bool:
         return False
     text = raw if isinstance(raw, str) else repr(raw)
     return re.search(rf"(?<![\w.]){re.escape(node_id)}\b|\.{re.escape(node_id)}\b", text) is not None
+
+
+def _declared_graphs(lab: Lab) -> list[LabGraph]:
+    """Graphs declared cell by cell; an adopted native graph has no cells to watch."""
+    return [g for g in lab.graphs.values() if isinstance(g, LabGraph)]

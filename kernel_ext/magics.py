@@ -20,6 +20,7 @@ from IPython.utils._process_common import arg_split
 from pydantic_graph import BaseNode
 
 from lab import LabGraph, Run
+from lab.adopt import AdoptedGraph
 from lab.errors import LabError
 
 from .display import EventList, RunList, SqlResult, StepList
@@ -210,8 +211,15 @@ class LabMagics(Magics):
         if run_id is not None:
             raise UsageError("%lab start begins a new run; --run does not apply")
         self.session.lab()  # no lab, no start: say so before evaluating anything
-        if not rest:
+        if not rest or rest.lstrip().startswith("inputs="):
             g = self.session.graph()
+            if isinstance(g, AdoptedGraph):  # a native graph starts from its inputs: `%lab start inputs=4`
+                return self._start_adopted(g, rest)
+            if rest:
+                raise UsageError(
+                    f"inputs= starts an adopted native graph; graph {g.name!r} is declared with @g.node, so "
+                    "start it at a node: `%lab start Inc(by=2), state=State()`"
+                )
             if not g.nodes:
                 raise UsageError(f"graph {g.name!r} has no nodes yet; declare some with @g.node")
             first = next(iter(g.nodes.values()))
@@ -243,6 +251,13 @@ class LabMagics(Magics):
         if not isinstance(node, BaseNode):
             raise UsageError(f"%lab start needs a node instance such as `Inc()`, got {node!r}")
         return self._graph_for(node).start(node, **kwargs)
+
+    def _start_adopted(self, g: AdoptedGraph, rest: str) -> Run:
+        kwargs = self._eval_args("start", rest, "`%lab start inputs=4, state=State()`")[1] if rest else {}
+        unknown = sorted(set(kwargs) - {"inputs", "state", "deps", "durability"})
+        if unknown:
+            raise UsageError(f"%lab start accepts inputs=, state=, deps=, durability=; not {unknown}")
+        return g.start(**kwargs)
 
     def _eval_args(self, sub: str, expr: str, example: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """`expr` as the arguments of a call, evaluated in the notebook's namespace."""

@@ -538,3 +538,28 @@ def test_forward_reference_is_fine_until_the_graph_runs(ip: Any) -> None:
         lab_magic(ip, "start Inc()")
     run_cells(ip, [COUNTER_CELLS[2]], prefix="later")
     assert lab_magic(ip, "start Inc()").run().output == 7
+
+
+def test_magics_on_an_adopted_native_graph(ip: Any) -> None:
+    run_cells(
+        ip,
+        [
+            "from lab import Lab\nfrom tests.integration import native_graphs as ng\nlab = Lab(':memory:')",
+            "lg = lab.adopt(ng.fives(), name='fives')",
+            "x = 1",  # a later cell: the cell hooks must leave adopted graphs alone
+        ],
+        prefix="adopt",
+    )
+    lab_magic(ip, "graph fives")
+    run = lab_magic(ip, "start inputs=4")
+    assert run.next_stations == ("__start__",)
+    lab_magic(ip, "step 2")
+    assert run.next_stations == ("DivisibleBy5",)
+    lab_magic(ip, "run")
+    assert run.output == 5
+    with pytest.raises(UsageError, match=r"accepts inputs=, state=, deps=, durability=; not \['colour'\]"):
+        lab_magic(ip, "start inputs=4, colour='red'")
+    with pytest.raises(UsageError, match="starts from inputs of type int"):
+        lab_magic(ip, "start")
+    for name in ("lg", "ng", "x"):
+        ip.user_ns.pop(name, None)
