@@ -37,7 +37,7 @@ from pydantic_graph.util import unpack_type_expression
 from .codec import InputCodec, NodeCodec, SnapshotCodec
 from .engine.tasks import TaskInput
 from .errors import GraphDefinitionError, StateContractError
-from .graph import BuiltGraph, _is_gate, _qualname, check_serial_topology
+from .graph import BuiltGraph, _is_gate, _qualname, check_serial_topology, start_run
 from .manifest import Manifest, Station, check_key, source_fingerprint
 from .records import Durability
 
@@ -146,31 +146,16 @@ class AdoptedGraph:
                     f"graph {self.name!r} starts from inputs of type {_type_name(self.input_type)}; "
                     f"start(inputs=...) got {inputs!r}, which does not fit ({exc})"
                 ) from None
-        if state is None and self.state_type is not None:
-            try:
-                state = self.state_type()
-            except TypeError as exc:
-                raise StateContractError(
-                    f"graph {self.name!r} has state type {_type_name(self.state_type)}, which has no default; "
-                    f"pass state=... to start ({exc})"
-                ) from exc
-        built.codec.check_contract(state)
-        from .lab import _note_run
-        from .run import Run
-
-        run = Run.create(
-            self.lab,
-            self,  # type: ignore[arg-type]
+        return start_run(
+            self,
             built,
             entry,
             state=state,
             deps=deps,
-            durability=durability or self.lab.durability,
-            batch_size=batch_size or self.lab.batch_size,
+            durability=durability,
+            batch_size=batch_size,
             breakpoints=breakpoints,
         )
-        _note_run(run)
-        return run
 
     def __repr__(self) -> str:
         return f"<AdoptedGraph {self.name!r} stations={list(self.build().manifest.station_ids)}>"

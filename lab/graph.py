@@ -151,31 +151,16 @@ class LabGraph:
                 f"the {node_id} passed to g.start is an older definition of the class; "
                 "re-run the cell that creates it after the cell that declares the node"
             )
-        if state is None and self.state_type not in (None, NoneType):
-            try:
-                state = self.state_type()
-            except TypeError as exc:
-                raise StateContractError(
-                    f"graph {self.name!r} declares state type {self.state_type.__qualname__}, which has no "
-                    f"default; pass state=... to g.start ({exc})"
-                ) from exc
-        built.codec.check_contract(state)
-        from .lab import _note_run
-        from .run import Run
-
-        run = Run.create(
-            self.lab,
+        return start_run(
             self,
             built,
             node,
             state=state,
             deps=deps,
-            durability=durability or self.lab.durability,
-            batch_size=batch_size or self.lab.batch_size,
+            durability=durability,
+            batch_size=batch_size,
             breakpoints=breakpoints,
         )
-        _note_run(run)
-        return run
 
     # -- drawing (lab.render) -------------------------------------------------------------
 
@@ -215,6 +200,46 @@ class LabGraph:
 
     def __repr__(self) -> str:
         return f"<LabGraph {self.name!r} nodes={list(self._nodes)}>"
+
+
+def start_run(
+    g: Any,
+    built: BuiltGraph,
+    entry: Any,
+    *,
+    state: Any,
+    deps: Any,
+    durability: Durability | None,
+    batch_size: int | None,
+    breakpoints: dict[str, Sequence[str]] | None,
+) -> Run:
+    """Create a run of `g` (declared or adopted) at `entry`: default state, contract check, first checkpoint."""
+    state_type = g.state_type
+    if state is None and state_type not in (None, NoneType):
+        try:
+            state = state_type()
+        except TypeError as exc:
+            raise StateContractError(
+                f"graph {g.name!r} declares state type {getattr(state_type, '__qualname__', state_type)}, which "
+                f"has no default; pass state=... to start ({exc})"
+            ) from exc
+    built.codec.check_contract(state)
+    from .lab import _note_run
+    from .run import Run
+
+    run = Run.create(
+        g.lab,
+        g,
+        built,
+        entry,
+        state=state,
+        deps=deps,
+        durability=durability or g.lab.durability,
+        batch_size=batch_size or g.lab.batch_size,
+        breakpoints=breakpoints,
+    )
+    _note_run(run)
+    return run
 
 
 def _build(g: LabGraph) -> BuiltGraph:
