@@ -134,13 +134,7 @@ class Lab:
             _note_run(live)
             return live
         rec = self.store.get_run(run_id)
-        g = self._graphs.get(rec.graph_key)
-        if g is None:
-            raise GraphDefinitionError(
-                f"run {run_id} belongs to graph {rec.graph_key!r}, which is not defined in this process; "
-                f"re-run the cells that define it (lab.graph({rec.graph_key!r}, ...) and its @g.node "
-                f"classes, or lab.adopt(graph, name={rec.graph_key!r}) for a native graph), then resume"
-            )
+        g = self._graph_of(rec, "resume")
         built = g.build()
         if built.manifest.digest != rec.digest:
             pinned = self.store.manifest(rec.graph_key, rec.revision)
@@ -196,13 +190,7 @@ class Lab:
         if live is not None:
             return live.fork(seq, state=state, revision=revision)
         rec = self.store.get_run(run_id)
-        g = self._graphs.get(rec.graph_key)
-        if g is None:
-            raise GraphDefinitionError(
-                f"run {run_id} belongs to graph {rec.graph_key!r}, which is not defined in this process; "
-                f"re-run the cells that define it (lab.graph({rec.graph_key!r}, ...) and its @g.node "
-                f"classes, or lab.adopt(graph, name={rec.graph_key!r}) for a native graph), then fork"
-            )
+        g = self._graph_of(rec, "fork")
         built = g.build()
         if built.manifest.digest != rec.digest and revision not in ("current", built.revision):
             pinned = self.store.manifest(rec.graph_key, rec.revision)
@@ -269,6 +257,17 @@ class Lab:
             raise TypeError(f"provider for {capability!r} must be callable (a function of the wait), got {provider!r}")
         else:
             self._providers[capability] = provider
+
+    def _graph_of(self, rec: RunRecord, action: str) -> Any:
+        """The graph a stored run belongs to, defined in this process, or what to do."""
+        g = self._graphs.get(rec.graph_key)
+        if g is None:
+            raise GraphDefinitionError(
+                f"run {rec.run_id} belongs to graph {rec.graph_key!r}, which is not defined in this process; "
+                f"re-run the cells that define it (lab.graph({rec.graph_key!r}, ...) and its @g.node "
+                f"classes, or lab.adopt(graph, name={rec.graph_key!r}) for a native graph), then {action}"
+            )
+        return g
 
     def lineage(self, run_id: str) -> list[RunRecord]:
         """The run's family: ancestors root first, the run, then every fork descended from it."""
