@@ -222,6 +222,14 @@ class Run(Waits, TimeTravel):
         """Everything observed during the run, in order; `kind` filters (say `"failed"`)."""
         return self.lab.store.events(self.id, kind=kind)
 
+    def event_tail(self, n: int = 200) -> tuple[int, list[EventRecord]]:
+        """The number of events and the last `n` of them: what a view of a long run needs."""
+        return self.lab.store.event_tail(self.id, n)
+
+    def settled_stations(self) -> dict[int, str]:
+        """Checkpoint seq -> the station that settled into it (visit counts, timeline labels)."""
+        return self.lab.store.settled_stations(self.id)
+
     def on_event(self, callback: Callable[[EventRecord], None]) -> None:
         """Call `callback(event)` after each event is written. Its errors are logged, never raised."""
         self._observers.append(callback)

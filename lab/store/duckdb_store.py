@@ -462,6 +462,25 @@ class DuckDBStore:
             rows = con.execute(sql + " ORDER BY seq", params).fetchall()
         return [_event_record(r) for r in rows]
 
+    def event_tail(self, run_id: str, n: int) -> tuple[int, list[EventRecord]]:
+        """How many events a run has, and its last `n` in order (a view of a long run reads only these)."""
+        with self._reading() as con:
+            count = con.execute("SELECT count(*) FROM events WHERE run_id = ?", [run_id]).fetchone()[0]
+            rows = con.execute(
+                f"SELECT {_EV_COLS} FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT ?", [run_id, max(0, n)]
+            ).fetchall()
+        return int(count), [_event_record(r) for r in reversed(rows)]
+
+    def settled_stations(self, run_id: str) -> dict[int, str]:
+        """Checkpoint seq -> the station whose settlement wrote it, for every settled boundary."""
+        with self._reading() as con:
+            rows = con.execute(
+                "SELECT checkpoint_seq, node_id FROM events WHERE run_id = ? AND kind = 'settled' "
+                "AND checkpoint_seq IS NOT NULL AND node_id IS NOT NULL",
+                [run_id],
+            ).fetchall()
+        return {int(seq): node for seq, node in rows}
+
     def next_seqs(self, run_id: str) -> tuple[int, int]:
         """The next free checkpoint and event sequence numbers of a run."""
         with self._reading() as con:

@@ -71,10 +71,9 @@ class RunWidget(widgets.VBox):
         self._follow = True
         self._seqs: list[int] = []
         self._records: dict[int, CheckpointRecord] = {}
-        events = run.events()
-        self._event_count = len(events)
-        self._events: deque[EventRecord] = deque(events[-_EVENTS_SHOWN:], maxlen=_EVENTS_SHOWN)
-        self._settled_by = {e.checkpoint_seq: e.node_id for e in events if e.kind == "settled" and e.node_id}
+        self._event_count, tail = run.event_tail(_EVENTS_SHOWN)  # a long run: read only what is shown
+        self._events: deque[EventRecord] = deque(tail, maxlen=_EVENTS_SHOWN)
+        self._settled_by: dict[int | None, str] = dict(run.settled_stations())
 
         manifest = run.lab.store.manifest(run.graph.name, run.revision)
         assert manifest is not None, f"run {run.id}: its graph revision {run.revision} is not in the store"

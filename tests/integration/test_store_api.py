@@ -91,3 +91,16 @@ def test_a_script_that_never_closes_keeps_its_batched_boundaries(db_path):
         assert lab.run(run_id).head_seq == 4
     finally:
         lab.close()
+
+
+def test_event_tail_and_settled_stations_read_only_what_a_view_shows(lab):
+    from tests.conftest import Inc, declare_counter
+
+    run = declare_counter(lab).start(Inc(by=2), state=None)
+    run.run()
+    events = run.events()
+    count, tail = run.event_tail(3)
+    assert count == len(events) and tail == events[-3:]
+    assert run.event_tail(10_000) == (len(events), events)
+    settled = {e.checkpoint_seq: e.node_id for e in events if e.kind == "settled"}
+    assert run.settled_stations() == settled and len(settled) == len(run.history()) - 1
