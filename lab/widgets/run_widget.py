@@ -69,6 +69,7 @@ class RunWidget(widgets.VBox):
         self._alert = ""
         self._updating = False
         self._follow = True
+        self._shown_owner: str | None = None
         self._seqs: list[int] = []
         self._records: dict[int, CheckpointRecord] = {}
         self._event_count, tail = run.event_tail(_EVENTS_SHOWN)  # a long run: read only what is shown
@@ -331,11 +332,19 @@ class RunWidget(widgets.VBox):
         wait = getattr(run, "wait", None)
         waiting = wait is not None and run.status == "waiting"
         consent = waiting and wait.kind == "consent"
-        asking = waiting and wait.kind == "interrupt"
+        asking = waiting and wait.kind in ("interrupt", "capability")
+        # the owner this view shows: a verdict from it names that wait, so a stale view cannot
+        # answer a newer wait (seed 001 "single current wait owner")
+        self._shown_owner = wait.owner if waiting else None
         if waiting:
             html = H.wait_panel(wait.kind, wait.node_id, wait.prompt, wait.details)
             self.wait_info.value = html
             self.asking.children[0].value = html  # type: ignore[attr-defined]
+            granting = wait.kind == "capability"
+            self.answer_btn.description = "Grant" if granting else "Answer"
+            self.answer.placeholder = (
+                "value to hand the node (JSON, or plain text; empty for none)" if granting else "answer (JSON, or plain text)"
+            )
         self.consent.layout.display = None if consent else "none"
         self.asking.layout.display = None if asking else "none"
 
@@ -386,7 +395,7 @@ class RunWidget(widgets.VBox):
             what = {
                 "consent": "a verdict: Approve or Deny below",
                 "interrupt": "an answer: answer below",
-                "capability": "a capability: run.grant(...)",
+                "capability": "a capability: grant it below",
             }
             return f"{wait.node_id} waits for {what.get(wait.kind, wait.kind)}"
         return None
@@ -462,7 +471,7 @@ class RunWidget(widgets.VBox):
         note = self.note.value.strip() or None
         name = "Approve" if approved else "Deny"
         try:
-            (run.approve if approved else run.deny)(note)
+            (run.approve if approved else run.deny)(note, owner=self._shown_owner)
         except Exception as exc:
             self._alert = H.alert("error", f"{name} failed:", f"{type(exc).__name__}: {exc}")
             self.refresh()
@@ -478,10 +487,16 @@ class RunWidget(widgets.VBox):
             value: Any = json.loads(text)
         except ValueError:
             value = text
+        wait = getattr(self._run, "wait", None)
+        granting = wait is not None and wait.kind == "capability"
         try:
-            self._run.resume_with(value)
+            if granting:
+                self._run.grant(wait.details.get("capability"), value if text.strip() else None, owner=self._shown_owner)
+            else:
+                self._run.resume_with(value, owner=self._shown_owner)
         except Exception as exc:
-            self._alert = H.alert("error", "Answer failed:", f"{type(exc).__name__}: {exc}")
+            what = "Grant" if granting else "Answer"
+            self._alert = H.alert("error", f"{what} failed:", f"{type(exc).__name__}: {exc}")
             self.refresh()
             return
         self.answer.value = ""

@@ -245,3 +245,36 @@ def test_adopted_gated_graph_in_the_widget(mem_lab):
     w.approve_btn.click()
     assert w.wait(10)
     assert run.status == "done" and lit(w) == ["__end__"]
+
+
+def test_capability_wait_is_granted_from_the_widget(mem_lab):
+    from tests.integration.gate_graphs import Probe, Work, declare_work
+
+    run = declare_work(mem_lab).start(Probe(), state=Work())
+    w = RunWidget(run)
+    w.run_btn.click()
+    assert w.wait(10)
+    assert run.wait.kind == "capability" and w.asking.layout.display is None
+    assert w.answer_btn.description == "Grant" and "grant it below" in w.run_btn.tooltip
+    w.answer.value = '"gpu-0"'
+    w.answer_btn.click()
+    assert w.wait(10)
+    assert run.status == "done" and run.output == "ran on gpu-0"
+    assert run.waits()[-1].resolution == {"granted": "gpu", "value": "gpu-0", "by": "person"}
+
+
+def test_a_stale_view_cannot_answer_a_newer_wait(mem_lab):
+    from tests.integration.gate_graphs import Draft, Mail, declare_mail
+
+    run = declare_mail(mem_lab).start(Draft(), state=Mail())
+    run.run()
+    w = RunWidget(run)  # shows the first interrupt
+    shown = w._shown_owner
+    run.resume_with("eu")  # answered elsewhere (another cell); the run parks again at the gate
+    run.run()
+    assert run.wait.kind == "consent" and run.wait.owner != shown
+    w._shown_owner = shown  # the view has not refreshed yet
+    w.note.value = "from the stale view"
+    w.approve_btn.click()
+    assert run.status == "waiting" and run.wait.open, "a stale view answered the newer wait"
+    assert "WaitOwnerError" in w.message.value
