@@ -113,6 +113,8 @@ class Run(Waits, TimeTravel):
         self._task: tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]] | None = None
         self._inflight_started: float = 0.0
         self._observers: list[Callable[[EventRecord], None]] = []
+        self._stash: list[dict[str, Any]] = []
+        """Journal rows of a batch-durability `entered`, written with the station's settlement."""
         self._last: StepResult | None = None
         self._wait: WaitRecord | None = wait
         self._resume: Any = None
@@ -386,7 +388,13 @@ class Run(Waits, TimeTravel):
         if self._status != "running":
             self._status = "running"
             rows.append(self.lab.store.update_row(self.id, status="running", head_seq=self._head))
-        self._write(rows, sync=self.durability == "step")
+        if self.durability == "batch":
+            # buffered either way: ride along with the settlement's transaction (one encode, one
+            # journal transaction per boundary); observers still hear of it now
+            self._stash.extend(rows)
+            self._notify()
+        else:
+            self._write(rows, sync=True)
         self._inflight_started = time.perf_counter()
         return attempt
 
@@ -530,7 +538,12 @@ class Run(Waits, TimeTravel):
         return pe
 
     def _write(self, rows: list[dict[str, Any]], *, sync: bool) -> None:
+        if self._stash:
+            rows, self._stash = [*self._stash, *rows], []
         self.lab.store.write(rows, sync=sync)
+        self._notify()
+
+    def _notify(self) -> None:
         if self._observers:
             events, self.__dict__["_pe"] = self._pending_events, []
             for ev in events:
