@@ -327,13 +327,13 @@ class Run(Waits, TimeTravel):
         current = self.graph.build()
         if current.manifest.digest != self._built.manifest.digest:
             raise RevisionMismatchError(self.lab._mismatch_message(self.id, self._built.manifest, current.manifest))
-        self._prepare_continue()
 
     async def _advance(self, max_steps: int | None) -> None:
         if not self._busy.acquire(blocking=False):
             raise RunStateError(f"run {self.id} is already running in another task; wait for it or cancel it")
         try:
             self._check_runnable()
+            self._prepare_continue()  # refuses an unanswered wait, continues a breakpoint, arms an answer
             self._pause_requested = False
             self._cancel_requested = False
             self._last = None

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import inspect
 import secrets
-import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,7 +36,7 @@ from .errors import (
     WaitOwnerError,
 )
 from .gates import CapabilityRequired, InterruptRequested, StationContext, Verdict, WaitSignal
-from .records import WaitKind, WaitRecord
+from .records import CheckpointRecord, WaitKind, WaitRecord
 
 if TYPE_CHECKING:
     from .run import Run
@@ -282,21 +281,18 @@ class Waits:
             prior=list(prior or []),
             created_at=_now(),
         )
-        cp_row = {
-            "t": "cp",
-            "run_id": self.id,
-            "seq": seq,
-            "parent_seq": self._head,
-            "status": "waiting",
-            "state": self._state_json,
-            "next": [codec.encode_node(n).to_json() for n in self._pending],
-            "output": None,
-            "created_at": time.time(),
-            "counters": self._counters or None,
-        }
+        cp = CheckpointRecord(
+            run_id=self.id,
+            seq=seq,
+            parent_seq=self._head,
+            status="waiting",
+            state=self._state_json,
+            next=tuple(codec.encode_node(n) for n in self._pending),
+            counters=self._counters or None,
+        )
         self._write(
             [
-                cp_row,
+                store.checkpoint_row(cp),
                 store.wait_row(wait),
                 self._event_row(
                     "waiting",
