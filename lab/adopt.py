@@ -37,7 +37,7 @@ from pydantic_graph.util import unpack_type_expression
 from .codec import InputCodec, NodeCodec, SnapshotCodec
 from .engine.tasks import TaskInput
 from .errors import GraphDefinitionError, StateContractError
-from .graph import BuiltGraph, _is_gate, _qualname, check_serial_topology, start_run
+from .graph import BuiltGraph, Drawable, _is_gate, _qualname, check_serial_topology, start_run
 from .manifest import Manifest, Station, check_key, source_fingerprint
 from .records import Durability
 
@@ -51,7 +51,7 @@ START = StartNode.id
 END_NODE = EndNode.id
 
 
-class AdoptedGraph:
+class AdoptedGraph(Drawable):
     """The lab's handle on a native `Graph`: the same run API as a lab-declared graph."""
 
     def __init__(self, lab: Lab, name: str, native: Graph[Any, Any, Any, Any]):

@@ -54,7 +54,45 @@ class BuiltGraph:
         return self.manifest.revision
 
 
-class LabGraph:
+class Drawable:
+    """Drawing for every graph handle (declared or adopted): DOT, Mermaid, SVG, `display(g)`."""
+
+    def render(self, overlay: Any = None) -> str:
+        """DOT text of the graph; a graph that cannot build yet is drawn from its declarations."""
+        from .render import spec_for, to_dot
+
+        return to_dot(spec_for(self), overlay)
+
+    def mermaid(self, overlay: Any = None) -> str:
+        """Mermaid `stateDiagram-v2` text of the same drawing."""
+        from .render import spec_for, to_mermaid
+
+        return to_mermaid(spec_for(self), overlay)
+
+    def svg(self, overlay: Any = None) -> str:
+        """SVG from the Graphviz `dot` program (laid out once per revision, restyled per overlay)."""
+        from .render import spec_for, svg_of
+
+        return svg_of(spec_for(self), overlay)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from html import escape
+
+        from .render import GraphvizError
+
+        try:
+            svg = self.svg()
+        except GraphvizError as exc:
+            return {"text/plain": f"{self!r}\n{exc}", "text/html": f"<pre>{escape(str(exc))}</pre>"}
+        return {"image/svg+xml": svg, "text/html": f"<div class='graphlab-graph'>{svg}</div>", "text/plain": repr(self)}
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self._repr_mimebundle_(), raw=True)
+
+
+class LabGraph(Drawable):
     """A graph being declared: collect nodes with `@g.node`, then `g.start(...)` a run."""
 
     def __init__(self, lab: Lab, name: str, *, state_type: Any, deps_type: Any, output_type: Any):
@@ -161,42 +199,6 @@ class LabGraph:
             batch_size=batch_size,
             breakpoints=breakpoints,
         )
-
-    # -- drawing (lab.render) -------------------------------------------------------------
-
-    def render(self, overlay: Any = None) -> str:
-        """DOT text of the graph; a graph that cannot build yet is drawn from its declarations."""
-        from .render import spec_for, to_dot
-
-        return to_dot(spec_for(self), overlay)
-
-    def mermaid(self, overlay: Any = None) -> str:
-        """Mermaid `stateDiagram-v2` text of the same drawing."""
-        from .render import spec_for, to_mermaid
-
-        return to_mermaid(spec_for(self), overlay)
-
-    def svg(self, overlay: Any = None) -> str:
-        """SVG from the Graphviz `dot` program (laid out once per revision, restyled per overlay)."""
-        from .render import spec_for, svg_of
-
-        return svg_of(spec_for(self), overlay)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from html import escape
-
-        from .render import GraphvizError
-
-        try:
-            svg = self.svg()
-        except GraphvizError as exc:
-            return {"text/plain": f"{self!r}\n{exc}", "text/html": f"<pre>{escape(str(exc))}</pre>"}
-        return {"image/svg+xml": svg, "text/html": f"<div class='graphlab-graph'>{svg}</div>", "text/plain": repr(self)}
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self._repr_mimebundle_(), raw=True)
 
     def __repr__(self) -> str:
         return f"<LabGraph {self.name!r} nodes={list(self._nodes)}>"

@@ -251,3 +251,11 @@ def test_killed_mid_run_and_resumed_in_another_process_gives_the_native_result(t
         assert settled == expected_visits
         assert len([e for e in run.events() if e.kind == "interrupted"]) <= kills
         assert copy.deepcopy(run.state) == state
+
+
+def test_an_adopted_graph_draws_like_a_declared_one(lab):
+    lg = lab.adopt(ng.decisions(), name="decisions")
+    assert "[*] --> parse" in lg.mermaid() and "route --> shout" in lg.mermaid()
+    assert 'data-station="route"' in lg.svg()  # decisions are stations in the drawing too
+    bundle = lg._repr_mimebundle_()
+    assert bundle["image/svg+xml"].lstrip().startswith("<svg") and "decisions" in bundle["text/plain"]
