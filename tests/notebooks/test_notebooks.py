@@ -113,14 +113,19 @@ def test_notebook_runs_top_to_bottom(path: Path, tmp_path: Path, kernel_dir: Pat
 QUICKSTART = REPO / "notebooks" / "quickstart.ipynb"
 
 
+def defining_cells(path: Path) -> tuple[list[str], str]:
+    """A notebook's code cells before its first `g.start(`, and that cell: what a restart re-runs."""
+    code = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    start = next(i for i, src in enumerate(code) if "g.start(" in src)
+    return code[:start], code[start]
+
+
 def test_quickstart_run_resumes_after_kernel_restart(tmp_path: Path, kernel_dir: Path) -> None:
     """The quickstart's promise: restart, re-run the defining cells, `lab.resume(run_id)` goes on."""
-    code = [c for c in nbformat.read(QUICKSTART, as_version=4).cells if c.cell_type == "code"]
-    start = next(i for i, c in enumerate(code) if "g.start(" in c.source)
-    defining = [c.source for c in code[:start]]
+    defining, start_cell = defining_cells(QUICKSTART)
 
     first = new_notebook(cells=[new_code_cell(s) for s in defining])
-    first.cells.append(new_code_cell(code[start].source + "\nrun.step(); run.step()\nprint(run.id)"))
+    first.cells.append(new_code_cell(start_cell + "\nrun.step(); run.step()\nprint(run.id)"))
     execute(first, tmp_path, kernel_dir)
     run_id = first.cells[-1].outputs[-1]["text"].strip()
 
@@ -227,13 +232,11 @@ CONSENT = REPO / "notebooks" / "consent.ipynb"
 
 def test_consent_notebook_gate_is_approved_after_kernel_restart(tmp_path: Path, kernel_dir: Path) -> None:
     """consent.ipynb's cells up to `g.start(...)`, run to the gate; a new kernel approves with `%lab approve`."""
-    code = [c for c in nbformat.read(CONSENT, as_version=4).cells if c.cell_type == "code"]
-    start = next(i for i, c in enumerate(code) if "g.start(" in c.source)
-    defining = [c.source for c in code[:start]]
+    defining, start_cell = defining_cells(CONSENT)
 
     first = new_notebook(cells=[new_code_cell(s) for s in defining])
     first.cells.append(
-        new_code_cell(code[start].source + "\nrun.run()\nprint(run.id, run.status, run.wait.node_id)")
+        new_code_cell(start_cell + "\nrun.run()\nprint(run.id, run.status, run.wait.node_id)")
     )
     execute(first, tmp_path, kernel_dir)
     run_id, status, node = first.cells[-1].outputs[-1]["text"].split()
