@@ -67,7 +67,8 @@ class RunWidget(widgets.VBox):
         self._action: str | None = None
         self._timer: threading.Timer | None = None
         self._alert = ""
-        self._updating = False
+        self._updating: int | None = None
+        """The thread moving the timeline itself (its slider changes are not the person's)."""
         self._follow = True
         self._shown_owner: str | None = None
         self._seqs: list[int] = []
@@ -246,13 +247,13 @@ class RunWidget(widgets.VBox):
             known = set(seqs)
             self._records = {s: r for s, r in self._records.items() if s in known}
             self._seqs = seqs
-        self._updating = True
+        self._updating = threading.get_ident()
         try:
             self.slider.max = max(0, len(seqs) - 1)
             if self._follow or self.slider.value > self.slider.max:
                 self.slider.value = self.slider.max
         finally:
-            self._updating = False
+            self._updating = None
         self._show_selected()
         self._show_run()
 
@@ -455,6 +456,9 @@ class RunWidget(widgets.VBox):
     def _finished(self, name: str, fut: concurrent.futures.Future[Any]) -> None:
         exc = None if fut.cancelled() else fut.exception()
         with self._lock:
+            if self._timer is not None:  # the refresh below shows those events: wait() returns on a settled view
+                self._timer.cancel()
+                self._timer = None
             if exc is not None:
                 self._alert = H.alert("error", f"{name} failed:", f"{type(exc).__name__}: {exc}")
             self._task = None
@@ -518,9 +522,17 @@ class RunWidget(widgets.VBox):
     # -- the timeline ---------------------------------------------------------------------------
 
     def _on_slide(self, change: dict[str, Any]) -> None:
-        if self._updating:
+        if self._updating == threading.get_ident():
             return
         with self._lock:
+            # A live refresh may have moved the timeline while this change waited for the lock:
+            # the person's choice wins.
+            if self.slider.value != change["new"] and 0 <= change["new"] <= self.slider.max:
+                self._updating = threading.get_ident()
+                try:
+                    self.slider.value = change["new"]
+                finally:
+                    self._updating = None
             self._follow = change["new"] >= len(self._seqs) - 1
             try:
                 self._show_selected()
