@@ -26,7 +26,7 @@ from lab.errors import LabError
 from .display import EventList, RunList, SqlResult, StepList
 from .session import Session
 
-__all__ = ("LabMagics", "USAGE", "SUBCOMMANDS")
+__all__ = ("LabMagics", "USAGE", "SUBCOMMANDS", "strip_comment")
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "open": ("[PATH]", "open (or create) a lab store and make it current; default .graphlab/lab.duckdb"),
@@ -88,6 +88,31 @@ _RUN_OPTION = re.compile(r"(?:^|\s)--run(?:=|\s+)(\S+)")
 _RUN_REF = re.compile(r"^(?P<run>[^@\s]+)@(?P<seq>-?\d+)$")
 
 
+def strip_comment(line: str) -> str:
+    """`line` without a trailing `# comment`, as Python reads one: a `#` inside quotes is text.
+
+    Users copy lines with their comments (`%lab step 2  # two stations`); IPython hands the
+    comment to the magic, so the magic drops it. A quote left open keeps the rest as it is.
+    """
+    quote = ""
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif line.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+        elif ch == "#":
+            return line[:i].rstrip()
+        elif ch in "'\"":
+            quote = ch * 3 if line.startswith(ch * 3, i) else ch
+            i += len(quote) - 1
+        i += 1
+    return line
+
+
 def _pop_run_option(line: str) -> tuple[str, str | None]:
     found = _RUN_OPTION.findall(line)
     if len(found) > 1:
@@ -146,7 +171,7 @@ class LabMagics(Magics):
     @line_magic("lab")
     def lab(self, line: str) -> Any:
         """Drive the current lab and run: `%lab --help` lists the subcommands."""
-        sub, _, rest = line.strip().partition(" ")
+        sub, _, rest = strip_comment(line).strip().partition(" ")
         if sub in ("", "-h", "--help", "help"):
             print(USAGE)
             return None
@@ -169,7 +194,7 @@ class LabMagics(Magics):
     @cell_magic("lab_sql")
     def lab_sql(self, line: str, cell: str) -> SqlResult:
         """Read-only SQL over the current lab; `$run` is the current run's id."""
-        rest, run_id = _pop_run_option(line)
+        rest, run_id = _pop_run_option(strip_comment(line))
         if rest:
             raise UsageError(
                 f"%%lab_sql takes only --run ID on its first line, got {rest!r}; the SQL goes in the cell"

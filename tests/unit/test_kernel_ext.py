@@ -563,3 +563,31 @@ def test_magics_on_an_adopted_native_graph(ip: Any) -> None:
         lab_magic(ip, "start")
     for name in ("lg", "ng", "x"):
         ip.user_ns.pop(name, None)
+
+
+def test_trailing_comments_are_dropped_as_python_would(ip: Any) -> None:
+    """Issue 15 item 1: lines copied with their `# comment` work; a `#` inside quotes is text."""
+    run_cells(ip, GATE_CELLS, prefix="comment")
+    cells = [
+        "%lab graph                       # the live drawing",
+        "%lab start Draft()               # the rest of the line is Python",
+        "%lab run   # parks at the gate",
+        "%lab approve \"ship it # today\"   # the note keeps its '#'",
+        "%lab run 10#no space needed",
+        "%lab history --all  # every checkpoint",
+    ]
+    for i, cell in enumerate(cells):
+        result = ip.run_cell(cell, cell_id=f"comment-line-{i}")
+        assert result.success, (cell, result.error_in_exec or result.error_before_exec)
+    run = current_run()
+    assert run is not None and run.status == "done"
+    verdicts = [e.payload["note"] for e in run.events(kind="verdict")]
+    assert verdicts == ["ship it # today"]
+    sql = ip.run_cell(
+        "%%lab_sql   # the verdicts, with their notes\nselect payload->>'note' as note from events "
+        "where run_id = $run and kind = 'verdict'",
+        cell_id="comment-sql",
+    )
+    assert sql.success and sql.result.rows == [("ship it # today",)]
+    with pytest.raises(UsageError, match=r"%lab step takes \[N\], got '2 3'"):
+        lab_magic(ip, "step 2 3  # a comment does not hide a real mistake")
