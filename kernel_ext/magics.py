@@ -246,7 +246,7 @@ class LabMagics(Magics):
                     "start it at a node: `%lab start Inc(by=2), state=State()`"
                 )
             if not g.nodes:
-                raise UsageError(f"graph {g.name!r} has no nodes yet; declare some with @g.node")
+                raise UsageError(f"graph {g.name!r} has no nodes yet; declare some with {g.decorator}")
             first = next(iter(g.nodes.values()))
             try:
                 node = first()
@@ -310,8 +310,8 @@ class LabMagics(Magics):
         graphs = [g for g in lab.graphs.values() if node_id in g.nodes]
         if not graphs:
             raise UsageError(
-                f"{node_id} is not declared in any graph of lab {lab.path}; decorate its class with @g.node "
-                f"(graphs: {sorted(lab.graphs) or 'none'})"
+                f"{node_id} is not declared in any graph of lab {lab.path}; decorate its class with the node decorator of "
+                f"its graph, e.g. @g.node (graphs: {sorted(lab.graphs) or 'none'})"
             )
         exact = [g for g in graphs if g.nodes[node_id] is type(node)]
         preferred = [g for g in (exact or graphs) if g.name == self.session.graph_name]

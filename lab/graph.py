@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import sys
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -107,11 +108,26 @@ class LabGraph(Drawable):
 
     # -- declaring -----------------------------------------------------------------------
 
+    @property
+    def decorator(self) -> str:
+        """What to type to declare a node here: `@g.node` with the notebook's own name for this
+        graph (looked up in `__main__`), else `@g.node` explained with the graph's name."""
+        spaces = [vars(sys.modules["__main__"])] if "__main__" in sys.modules else []
+        ipython = sys.modules.get("IPython")  # a notebook's names live in the shell's user_ns
+        shell = ipython.get_ipython() if ipython is not None else None
+        if shell is not None:
+            spaces.insert(0, shell.user_ns)
+        for space in spaces:
+            for name, value in list(space.items()):
+                if value is self and name.isidentifier() and not name.startswith("_"):
+                    return f"@{name}.node"
+        return f"@g.node (g = lab.graph({self.name!r}, ...))"
+
     def node(self, cls: N) -> N:
         """Declare (or re-declare) a node class; use as a decorator above `@dataclass`."""
         if not (inspect.isclass(cls) and issubclass(cls, BaseNode)):
             raise GraphDefinitionError(
-                f"@{self.name}.node expects a BaseNode subclass, got {cls!r}; "
+                f"{self.decorator} expects a BaseNode subclass, got {cls!r}; "
                 "subclass pydantic_graph.BaseNode and decorate the class"
             )
         node_id = cls.get_node_id()
@@ -246,7 +262,7 @@ def start_run(
 
 def _build(g: LabGraph) -> BuiltGraph:
     if not g._nodes:
-        raise GraphDefinitionError(f"graph {g.name!r} has no nodes yet; declare some with @g.node")
+        raise GraphDefinitionError(f"graph {g.name!r} has no nodes yet; declare some with {g.decorator}")
     codec = SnapshotCodec(state_type=g.state_type, output_type=g.output_type, nodes=g._nodes)
     edges: list[tuple[str, str]] = []
     targets: dict[str, list[Any]] = {}
@@ -308,7 +324,7 @@ def _return_targets(g: LabGraph, node_id: str, cls: type) -> list[Any]:
     except NameError as exc:
         raise GraphDefinitionError(
             f"node {node_id}: its {method}() return hint names {exc.name!r}, which is not defined; "
-            f"declare it with @{g.name}.node or fix the name"
+            f"declare it with {g.decorator} or fix the name"
         ) from exc
     if "return" not in hints:
         raise GraphDefinitionError(
@@ -338,7 +354,7 @@ def _return_targets(g: LabGraph, node_id: str, cls: type) -> list[Any]:
             if target_id not in g._nodes:
                 raise GraphDefinitionError(
                     f"node {node_id} returns {target_id}, which is not declared in graph {g.name!r}; "
-                    f"decorate {target_id} with @{g.name}.node (declared: {sorted(g._nodes)})"
+                    f"decorate {target_id} with {g.decorator} (declared: {sorted(g._nodes)})"
                 )
             out.append(g._nodes[target_id])
         else:

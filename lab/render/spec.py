@@ -174,7 +174,7 @@ def spec_from_declarations(graph: LabGraph, *, caption: str = "") -> GraphSpec:
     """The drawing of a graph as declared now, buildable or not."""
     d = read_declarations(graph)
     if not caption and d.missing:
-        caption = "missing: " + ", ".join(d.missing) + " (declare with @" + graph.name + ".node)"
+        caption = "missing: " + ", ".join(d.missing) + f" (declare with {graph.decorator})"
     return _assemble(graph.name, d.stations, d.edges, d.labels, missing=d.missing, caption=caption)
 
 

@@ -19,6 +19,7 @@ from pydantic_graph import BaseNode, End, GraphRunContext
 
 import lab.lab as lab_module
 from lab import Lab, LabGraph, Run, current_run
+from lab.errors import LabError
 
 IPython = pytest.importorskip("IPython")
 from IPython.core.error import UsageError  # noqa: E402
@@ -591,3 +592,19 @@ def test_trailing_comments_are_dropped_as_python_would(ip: Any) -> None:
     assert sql.success and sql.result.rows == [("ship it # today",)]
     with pytest.raises(UsageError, match=r"%lab step takes \[N\], got '2 3'"):
         lab_magic(ip, "step 2 3  # a comment does not hide a real mistake")
+
+
+def test_missing_node_hint_names_the_variable(ip: Any) -> None:
+    """Issue 15 item 5: the hint says what the user can type (`@mail.node`), not the graph's name."""
+    run_cells(ip, [COUNTER_CELLS[0].replace('g = lab.graph("counter"', 'mail = lab.graph("consent"')], "hint")
+    ip.run_cell(COUNTER_CELLS[1].replace("@g.node", "@mail.node"), cell_id="hint-inc")
+    mail = ip.user_ns["mail"]
+    assert mail.decorator == "@mail.node"
+    from lab.render.spec import spec_from_declarations
+
+    caption = spec_from_declarations(mail).caption
+    assert "declare with @mail.node" in caption and "@consent.node" not in caption
+    with pytest.raises(LabError, match=r"declare it with @mail\.node or fix the name"):
+        mail.build()
+    ip.user_ns.pop("mail")
+    assert mail.decorator == "@g.node (g = lab.graph('consent', ...))"  # no variable: say what g is
