@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, overload
 from pydantic import BaseModel, ValidationError
 
 from .diff import StateDiff, diff_json
+from .engine.tasks import node_id_of
 from .errors import CheckpointError, GraphDefinitionError, RunStateError, StateEditError
 from .records import CheckpointRecord, EventRecord, RunRecord
 
@@ -94,7 +95,7 @@ class Checkpoint:
 
     @property
     def next_stations(self) -> tuple[str, ...]:
-        return tuple(type(n).get_node_id() for n in self.next)
+        return tuple(node_id_of(n) for n in self.next)  # a BaseNode, or an adopted graph's TaskInput
 
 
 _LED_TO = {"started", "settled", "edited", "fork", "done"}
