@@ -1,19 +1,24 @@
 """Drawing graphs: DOT via the `graphviz` package, SVG via the Graphviz `dot` program, Mermaid text.
 
-Pure functions from a `GraphSpec` (read from a manifest, or from declarations while a graph cannot
-build) and an optional run `Overlay`. `dot` runs once per graph revision (`layout`); every step's
+Pure functions from a `GraphSpec` (read from a manifest, from a native pydantic-graph `Graph`, or
+from declarations while a graph cannot build) and an optional run `Overlay` (a serial branch's
+path, or a parallel run's frontier). `dot` runs once per graph revision (`layout`); every step's
 restyle fills the cached SVG template. No widgets, no store.
 """
 
 from .dot import INSTALL_HINT, GraphvizError, GraphvizNotFoundError, run_dot, to_dot
+from .frontier import ForkFrame, FrontierTask, JoinProgress, join_counts, overlay_from_frontier
 from .mermaid import to_mermaid
+from .native import native_labels, spec_from_native
 from .overlay import Overlay, overlay_from_path
 from .spec import (
     END,
+    FORK_KINDS,
     START,
     GraphSpec,
     SpecEdge,
     SpecNode,
+    edge_labels,
     read_declarations,
     spec_for,
     spec_from_declarations,
@@ -28,13 +33,22 @@ __all__ = (
     "SpecEdge",
     "START",
     "END",
+    "FORK_KINDS",
     "spec_for",
+    "spec_from_native",
+    "edge_labels",
+    "native_labels",
     "spec_from_manifest",
     "spec_from_declarations",
     "read_declarations",
     # a run over it
     "Overlay",
     "overlay_from_path",
+    "overlay_from_frontier",
+    "FrontierTask",
+    "ForkFrame",
+    "JoinProgress",
+    "join_counts",
     # renderers
     "to_dot",
     "to_mermaid",

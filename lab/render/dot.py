@@ -33,7 +33,7 @@ class GraphvizNotFoundError(GraphvizError):
 
 
 FONT = "Helvetica,Arial,sans-serif"
-BLUE, VERMILLION, ORANGE, GREY = "#0072B2", "#D55E00", "#E69F00", "#9ca3af"
+BLUE, VERMILLION, ORANGE, GREY, SKY = "#0072B2", "#D55E00", "#E69F00", "#9ca3af", "#56B4E9"
 
 _GRAPH = {
     "rankdir": "TB",
@@ -69,9 +69,20 @@ _KIND = {
     "gate": {"shape": "hexagon", "style": "filled", "fillcolor": "#fffaf0"},
     "step": {"style": "filled"},
     "decision": {"shape": "diamond", "style": "filled"},
+    # forks widen downward (one in, many out), joins narrow (many in, one out); a map's doubled
+    # outline says "one branch per item", a broadcast's single one "every path once"
+    "map": {
+        "shape": "trapezium",
+        "style": "filled",
+        "fillcolor": "#f0f7ff",
+        "peripheries": "2",
+        "width": "1.1",
+    },
+    "broadcast": {"shape": "trapezium", "style": "filled", "fillcolor": "#f0f7ff", "width": "1.1"},
+    "join": {"shape": "invtrapezium", "style": "filled", "fillcolor": "#f3f0ff", "width": "1.1"},
     "missing": {"style": "dashed,rounded", "color": "#777777", "fontcolor": "#555555"},
 }
-_KIND_MARK = {"gate": "gate", "missing": "missing"}
+_KIND_MARK = {"gate": "gate", "missing": "missing", "map": "map", "broadcast": "broadcast", "join": "join"}
 _SAFE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -91,7 +102,8 @@ def _label(*lines: str) -> str:
 
 def mark_line(node: SpecNode, overlay: Overlay | None) -> str:
     """The second label line: the kind mark and the overlay's text marks (a blank line reserves the room)."""
-    parts = [_KIND_MARK[node.kind]] if node.kind in _KIND_MARK else []
+    kind_mark = _KIND_MARK.get(node.kind)
+    parts = [kind_mark] if kind_mark and kind_mark != node.label else []
     if overlay is not None:
         parts += overlay.marks(node.id)
     return " ".join(parts) or " "
@@ -145,12 +157,14 @@ def _overlay_node(node: SpecNode, overlay: Overlay, base: dict[str, str]) -> dic
         out["fillcolor"] = "#e5e7eb"
     if node.id == overlay.failed:
         out.update(color=VERMILLION, penwidth="3.2", fillcolor="#fde2d4", style=style + ",dashed")
-    elif node.id == overlay.parked:
+    elif node.id == overlay.parked or node.id in overlay.waiting:
         out.update(color=ORANGE, penwidth="3.2", fillcolor="#fdf1d6", style=style + ",dotted")
     elif node.id in overlay.current:
         out.update(
             color=BLUE, penwidth="3.2", fillcolor="#dbeafe", fontname="Helvetica-Bold,Arial Bold,sans-serif"
         )
+    if node.id in overlay.joins and "color" not in out:
+        out.update(color=SKY, penwidth="3.2")
     if node.kind == "end" and node.id in overlay.current:
         out.pop("fontname", None)
     return out

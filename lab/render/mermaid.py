@@ -1,4 +1,9 @@
-"""Mermaid text of a `GraphSpec` (a `stateDiagram-v2`, as pydantic-graph draws), with an optional overlay."""
+"""Mermaid text of a `GraphSpec` (a `stateDiagram-v2`, as pydantic-graph draws), with an optional overlay.
+
+Forks and joins are Mermaid's `<<fork>>` / `<<join>>` states and decisions `<<choice>>`, as
+pydantic-graph's own `Graph.render()` writes them; those states draw as bars and diamonds with
+no text, so their kind and run marks go in a note beside them.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import re
 
 from .dot import mark_line
 from .overlay import Overlay
-from .spec import END, START, GraphSpec
+from .spec import END, START, GraphSpec, SpecNode
 
 __all__ = ("to_mermaid",)
 
@@ -22,12 +27,24 @@ _CLASSES = {
 }
 
 
+_PSEUDO = {"map": "fork", "broadcast": "fork", "join": "join", "decision": "choice"}
+
 _ENTITIES = {"#": "#35;", '"': "#quot;", "<": "#lt;", ">": "#gt;", ":": "#58;", ";": "#59;", "\n": " "}
 
 
 def _text(value: str) -> str:
     """Mermaid label text: quotes and markup characters as Mermaid entity codes."""
     return "".join(_ENTITIES.get(c, c) for c in value)
+
+
+def _state(node: SpecNode, mid: str, marks: str) -> list[str]:
+    """A node's declaration: a labelled state, or a fork/join/choice state with a note for its text."""
+    pseudo = _PSEUDO.get(node.kind)
+    if pseudo is None:
+        label = node.label + (f" ({marks})" if marks else "")
+        return [f'  state "{_text(label)}" as {mid}'] if label != mid else []
+    note = " ".join(p for p in (node.label if node.label != mid else "", marks) if p)
+    return [f"  state {mid} <<{pseudo}>>"] + ([f"  note right of {mid} : {_text(note)}"] if note else [])
 
 
 def to_mermaid(spec: GraphSpec, overlay: Overlay | None = None) -> str:
@@ -40,10 +57,9 @@ def to_mermaid(spec: GraphSpec, overlay: Overlay | None = None) -> str:
             ids[node.id] = "[*]"
             continue
         mid = ids[node.id] = node.id if _SAFE.match(node.id) else f"n{i}"
-        marks = mark_line(node, overlay).strip()
-        label = node.label + (f" ({marks})" if marks else "")
-        if label != mid:
-            lines.append(f'  state "{_text(label)}" as {mid}')
+        lines += _state(node, mid, mark_line(node, overlay).strip())
+        if node.kind in _PSEUDO:
+            continue
         if node.kind in ("gate", "missing"):
             classes.setdefault(node.kind, []).append(mid)
         if overlay is not None:

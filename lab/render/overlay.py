@@ -1,7 +1,9 @@
 """A run drawn over its graph: which station is current, visited, failed or parked, which edges ran.
 
 An `Overlay` is plain data, built from the path of stations a branch settled (oldest first) and
-what the checkpoint at its end is waiting for. Renderers read it; nothing here knows a run.
+what the checkpoint at its end is waiting for (`overlay_from_path`), or, for a parallel run, from
+the stations each super-step settled and the frontier of tasks and join accumulators at the
+checkpoint (`overlay_from_frontier`, in `frontier.py`). Renderers read it; nothing here knows a run.
 """
 
 from __future__ import annotations
@@ -31,11 +33,19 @@ class Overlay:
     """The station the run waits at (a gate awaiting a verdict): dotted thick border, "‖ waiting"."""
     breakpoints_before: frozenset[str] = frozenset()
     breakpoints_after: frozenset[str] = frozenset()
+    tasks: Mapping[str, int] = field(default_factory=dict)
+    """Pending tasks per current station when more than one (a mapped step): "▶ ×N"."""
+    joins: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    """Per join gathering branches: (arrived, expected): thick border and "k of n"."""
+    waiting: frozenset[str] = frozenset()
+    """More parked stations (several branches of one parallel step may wait): as `parked`."""
 
     @property
     def is_empty(self) -> bool:
         return not (
             self.current
+            or self.joins
+            or self.waiting
             or self.visits
             or self.traversed
             or self.failed
@@ -51,13 +61,17 @@ class Overlay:
             out.append("● before")
         if node_id == self.failed:
             out.append("✖ failed")
-        elif node_id == self.parked:
+        elif node_id == self.parked or node_id in self.waiting:
             out.append("‖ waiting")
+        elif node_id in self.joins:  # a join's tasks are its arrivals: "▶ 3 of 5" says both
+            arrived, expected = self.joins[node_id]
+            out.append(("▶ " if node_id in self.current else "") + f"{arrived} of {expected}")
         elif node_id in self.current:
-            out.append("▶ done" if node_id == END else "▶ next")
+            many = self.tasks.get(node_id, 1)
+            out.append("▶ done" if node_id == END else f"▶ ×{many}" if many > 1 else "▶ next")
         n = self.visits.get(node_id, 0)
         if n:
-            out.append(f"×{n}")
+            out.append(f"· ×{n}" if self.tasks.get(node_id, 1) > 1 else f"×{n}")
         if node_id in self.breakpoints_after:
             out.append("after ●")
         return out
@@ -66,10 +80,12 @@ class Overlay:
         out: list[str] = []
         if node_id == self.failed:
             out.append("gl-failed")
-        elif node_id == self.parked:
+        elif node_id == self.parked or node_id in self.waiting:
             out.append("gl-parked")
         elif node_id in self.current:
             out.append("gl-current")
+        if node_id in self.joins:
+            out.append("gl-joining")
         if self.visits.get(node_id):
             out.append("gl-visited")
         if node_id in self.breakpoints_before or node_id in self.breakpoints_after:

@@ -24,18 +24,41 @@ __all__ = (
     "START",
     "END",
     "NodeKind",
+    "FORK_KINDS",
+    "drawn_kind",
     "SpecNode",
     "SpecEdge",
     "GraphSpec",
     "spec_from_manifest",
     "spec_from_declarations",
     "spec_for",
+    "edge_labels",
 )
 
 START = "__start__"
 """The drawing's start point (not a station): edges from it go to the entry stations."""
 
-NodeKind = Literal["start", "end", "node", "gate", "step", "decision", "missing"]
+NodeKind = Literal["start", "end", "node", "gate", "step", "decision", "map", "broadcast", "join", "missing"]
+"""What a drawn node is. `map` and `broadcast` are pydantic-graph's two forks (one input spread over
+an iterable's items, or sent down every path), `join` gathers their branches with a reducer."""
+
+FORK_KINDS: frozenset[str] = frozenset({"map", "broadcast"})
+
+_STATION_KINDS: dict[str, NodeKind] = {
+    "node": "node",
+    "gate": "gate",
+    "step": "step",
+    "decision": "decision",
+    "map": "map",
+    "broadcast": "broadcast",
+    "fork": "broadcast",
+    "join": "join",
+}
+
+
+def drawn_kind(station_kind: str) -> NodeKind:
+    """The drawing kind of a manifest station kind (an unknown kind draws as a plain node)."""
+    return _STATION_KINDS.get(station_kind, "node")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +152,7 @@ def _assemble(
 
 def spec_from_manifest(manifest: Manifest, labels: Mapping[tuple[str, str], str] | None = None) -> GraphSpec:
     """The drawing of a pinned revision; `labels` (from the declarations) name edges."""
-    stations: list[tuple[str, NodeKind]] = [(s.node_id, s.kind) for s in manifest.stations]
+    stations: list[tuple[str, NodeKind]] = [(s.node_id, drawn_kind(s.kind)) for s in manifest.stations]
     return _assemble(
         manifest.key,
         stations,
@@ -178,13 +201,19 @@ def spec_from_declarations(graph: LabGraph, *, caption: str = "") -> GraphSpec:
     return _assemble(graph.name, d.stations, d.edges, d.labels, missing=d.missing, caption=caption)
 
 
-def spec_for(graph: LabGraph) -> GraphSpec:
+def spec_for(graph: Any) -> GraphSpec:
     """The pinned manifest's drawing when the graph builds, else the declarations' drawing."""
     from ..errors import LabError
 
     try:
         manifest = graph.manifest
     except LabError as exc:
+        why = str(exc) if len(str(exc)) <= 90 else str(exc)[:89] + "…"
+        native = _draft(graph)
+        if native is not None:  # builds natively, but the lab cannot pin it (yet)
+            from .native import spec_from_native
+
+            return spec_from_native(native, graph.name, caption=f"not runnable yet: {why}")
         if not graph.nodes:
             return GraphSpec(
                 graph.name, (SpecNode(START, "start", "start"),), (), caption="no nodes declared yet"
@@ -192,13 +221,37 @@ def spec_for(graph: LabGraph) -> GraphSpec:
         spec = spec_from_declarations(graph)
         if spec.caption:  # names what is missing
             return spec
-        why = str(exc) if len(str(exc)) <= 90 else str(exc)[:89] + "…"
         return spec_from_declarations(graph, caption=f"not buildable yet: {why}")
+    return spec_from_manifest(manifest, edge_labels(graph))
+
+
+def _draft(graph: Any) -> Any:
+    """The native graph to draw when the lab cannot pin one: adopted graphs and step declarations."""
+    draft = getattr(graph, "draft", None)
+    if callable(draft):
+        try:
+            return draft()
+        except Exception:  # a drawing never fails for it: fall back to the declarations
+            return None
+    return getattr(graph, "native", None)
+
+
+def edge_labels(graph: Any) -> dict[tuple[str, str], str]:
+    """Edge labels of a graph: native `.label(...)` paths and `Edge(label=...)` return hints."""
+    labels: dict[tuple[str, str], str] = {}
+    native = _draft(graph)
+    if native is not None:
+        from .native import native_labels
+
+        try:
+            labels.update(native_labels(native))
+        except Exception:  # labels are cosmetic; a drawing never fails for them
+            pass
     try:
-        labels = read_declarations(graph).labels
-    except Exception:  # labels are cosmetic; a drawing never fails for them
-        labels = {}
-    return spec_from_manifest(manifest, labels)
+        labels.update(read_declarations(graph).labels)
+    except Exception:
+        pass
+    return labels
 
 
 # -- reading return hints ------------------------------------------------------------------

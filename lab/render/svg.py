@@ -23,6 +23,7 @@ __all__ = ("Layout", "layout", "clear_layout_cache", "CSS")
 CSS = """
 svg.gl-graph .gl-mark{font-size:10.5px;font-weight:700;fill:#111}
 svg.gl-graph g.gl-visited>path,svg.gl-graph g.gl-visited>polygon,svg.gl-graph g.gl-visited>ellipse{fill:#e5e7eb}
+svg.gl-graph g.gl-joining>path,svg.gl-graph g.gl-joining>polygon{stroke:#56B4E9;stroke-width:3.2px}
 svg.gl-graph g.gl-current>path,svg.gl-graph g.gl-current>polygon,svg.gl-graph g.gl-current>ellipse{stroke:#0072B2;stroke-width:3.2px;fill:#dbeafe}
 svg.gl-graph g.gl-current>text{font-weight:700}
 svg.gl-graph g.gl-failed>path,svg.gl-graph g.gl-failed>polygon,svg.gl-graph g.gl-failed>ellipse{stroke:#D55E00;stroke-width:3.2px;stroke-dasharray:7 4;fill:#fde2d4}
