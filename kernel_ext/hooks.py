@@ -48,6 +48,9 @@ class CellWatcher:
         self._before = {g: dict(g._nodes) for lab in self._labs for g in _declared_graphs(lab)}
 
     def post_run_cell(self, result: Any) -> None:
+        changed = self.session.note_change()
+        if changed:
+            print(changed)
         cell_id = getattr(getattr(result, "info", None), "cell_id", None)
         if cell_id is None or not getattr(result, "success", False):
             return

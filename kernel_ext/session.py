@@ -1,7 +1,8 @@
 """What the magics act on: the current lab, the current graph and the current run.
 
 - **lab**: the one `%lab open` opened, else the last `Lab` created in the kernel
-  (`lab.current_lab()`).
+  (`lab.current_lab()`). `Lab()` again on the same path shares the first one's graphs and runs;
+  a cell that makes another lab current says so in one line.
 - **run**: the run last started, forked or resumed in the kernel (`lab.current_run()`, kept by
   the library, so `run = g.start(...)` in Python and `%lab step` in the next cell agree), as
   long as it belongs to the current lab; `--run ID` names another for one command.
@@ -18,6 +19,7 @@ from IPython.core.error import UsageError
 import lab.lab as lab_module
 from lab import Lab, LabGraph, Run
 from lab.errors import LabError, RunNotFoundError
+from lab.store import MEMORY
 
 __all__ = ("Session",)
 
@@ -28,14 +30,31 @@ class Session:
     def __init__(self) -> None:
         self.opened: Lab | None = None
         self.graph_name: str | None = None
+        self._acting_on: object | None = None  # the store the magics acted on after the last cell
 
     # -- the lab ----------------------------------------------------------------------------
 
+    def _candidate(self) -> Lab | None:
+        if self.opened is not None and not self.opened.store.closed:
+            return self.opened
+        return lab_module.current_lab()
+
+    def note_change(self) -> str | None:
+        """One line saying which lab the magics act on now, when a cell changed it (else None).
+
+        A second `Lab()` on the same path shares the first one's store and graphs: no change.
+        """
+        lab = self._candidate()
+        store = None if lab is None else lab.store
+        before, self._acting_on = self._acting_on, store
+        if lab is None or before is None or store is before:
+            return None
+        graphs = ", ".join(lab.graphs) or "none declared yet"
+        now = f"a new lab {lab.path}" if lab.path == MEMORY else f"lab {lab.path}"
+        return f"%lab now acts on {now} (graphs: {graphs}); before this cell: {getattr(before, 'path', '?')}"
+
     def lab(self) -> Lab:
-        newest = lab_module.current_lab()
-        candidate = self.opened
-        if candidate is None or candidate.store.closed:
-            candidate = newest
+        candidate = self._candidate()
         if candidate is None:
             raise UsageError(
                 "no lab is open in this kernel; run `%lab open` (the default store .graphlab/lab.duckdb), "
@@ -54,6 +73,7 @@ class Session:
             raise UsageError(f"cannot open a lab at {path or 'the default path'}: {exc}") from None
         self.opened = opened
         self.graph_name = None
+        self._acting_on = opened.store  # `%lab open` says what it opened itself
         return opened
 
     # -- the graph --------------------------------------------------------------------------

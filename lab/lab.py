@@ -34,6 +34,10 @@ DEFAULT_PATH = os.path.join(".graphlab", "lab.duckdb")
 
 _current: Lab | None = None
 
+_graphs_of: dict[DuckDBStore, dict[str, LabGraph]] = {}
+"""The graphs declared on each open file store: every `Lab` of one path in a process shares them
+(a `:memory:` store is private to its Lab). Dropped when the store closes."""
+
 
 def current_lab() -> Lab | None:
     """The last `Lab` created in this process (the kernel extension acts on it)."""
@@ -58,7 +62,8 @@ class Lab:
     """Declare graphs, start and resume runs, and query everything with SQL.
 
     `Lab()` opens `.graphlab/lab.duckdb` under the working directory; `Lab(":memory:")` keeps
-    everything in memory (tests). Opening a path already open in this process shares its store.
+    everything in memory (tests). Opening a path already open in this process shares its store,
+    its graphs and its live runs, so a notebook that says `lab = Lab()` twice loses nothing.
     """
 
     def __init__(
@@ -76,7 +81,7 @@ class Lab:
         self.durability: Durability = durability
         self.batch_size = batch_size
         self.store: DuckDBStore = open_store(self.path, fsync=fsync)
-        self._graphs: dict[str, LabGraph] = {}
+        self._graphs: dict[str, LabGraph] = {} if self.path == MEMORY else _graphs_of.setdefault(self.store, {})
         self._live: dict[str, Run] = self.store.live_runs
         self._providers: dict[str, Callable[[WaitRecord], Any]] = {}
         if not self.store.recovery_done:
@@ -333,6 +338,8 @@ class Lab:
         if busy:
             raise RunStateError(f"runs {busy} are running; cancel or wait for them before closing the lab")
         self.store.close()
+        if self.store.closed:
+            _graphs_of.pop(self.store, None)
 
     def __enter__(self) -> Lab:
         return self

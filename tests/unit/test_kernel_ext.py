@@ -608,3 +608,33 @@ def test_missing_node_hint_names_the_variable(ip: Any) -> None:
         mail.build()
     ip.user_ns.pop("mail")
     assert mail.decorator == "@g.node (g = lab.graph('consent', ...))"  # no variable: say what g is
+
+
+def test_a_second_lab_on_the_same_path_keeps_the_graphs(ip: Any, tmp_path: Any) -> None:
+    """Issue 15 item 4: `lab = Lab()` again (same path) keeps the graphs the magics act on; a cell
+    that makes another lab current says so in one line."""
+    path = os.fspath(tmp_path / "lab.duckdb")
+    cells = [c.replace("Lab(':memory:')", f"Lab({path!r})") for c in COUNTER_CELLS]
+    run_cells(ip, cells, prefix="again")
+    first = ip.user_ns["lab"]
+    again = ip.run_cell(f"lab = Lab({path!r})", cell_id="again-lab")
+    assert again.success
+    second = ip.user_ns["lab"]
+    assert second.store is first.store and "counter" in second.graphs
+    run = lab_magic(ip, "start Inc(by=2), state=State()")  # Inc is still declared
+    assert run.graph is first.graphs["counter"]
+    other_path = os.fspath(tmp_path / "other.duckdb")
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ip.run_cell(f"other = Lab({other_path!r})", cell_id="again-other")
+        ip.run_cell("x = 1", cell_id="again-quiet")  # no change, no line
+    lines = out.getvalue().splitlines()
+    assert lines == [f"%lab now acts on lab {other_path} (graphs: none declared yet); before this cell: {path}"]
+    with pytest.raises(UsageError, match="Inc is not declared in any graph"):
+        lab_magic(ip, "start Inc()")  # the other lab has no graphs: the message above said so
+    ip.user_ns.pop("other").close()
+    ip.user_ns.pop("x", None)
+    second.close()
