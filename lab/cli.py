@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import LabError
+from .errors import LabError, RunNotFoundError, StoreLockedError
 from .lab import DEFAULT_PATH
 from .store import open_store
 
@@ -112,8 +112,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except LabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_for_terminal(exc, args)}", file=sys.stderr)
         return 2
+
+
+def _for_terminal(exc: LabError, args: argparse.Namespace) -> str:
+    """The error in terminal words: what to type here, not the Python call a notebook would make."""
+    store = args.store
+    if isinstance(exc, RunNotFoundError):
+        return f"no run {getattr(args, 'run_id', '?')!r} in {store}; `python -m lab runs --store {store}` lists its runs"
+    if isinstance(exc, StoreLockedError):
+        who = str(exc).split(";")[0]  # "the store P is open in another process (PID n)"
+        return (
+            f"{who}; shut down that notebook's kernel (or run lab.close() in it) and try again, "
+            "or pass --store PATH to read another file"
+        )
+    return str(exc)
 
 
 if __name__ == "__main__":  # pragma: no cover
