@@ -84,7 +84,10 @@ def test_start_script_serves_the_repository_root_with_the_quickstart(tmp_path: P
                 time.sleep(0.5)
         names = {item["name"] for item in root["content"]}
         assert {"notebooks", "docs", "README.md"} <= names
-        assert _get(f"{url}/api/contents/notebooks/quickstart.ipynb?content=0&token={token}")["type"] == "notebook"
+        assert (
+            _get(f"{url}/api/contents/notebooks/quickstart.ipynb?content=0&token={token}")["type"]
+            == "notebook"
+        )
         with urllib.request.urlopen(f"{url}/?token={token}", timeout=10) as r:  # the default page
             assert r.url.split("?")[0].endswith("/lab/tree/notebooks/quickstart.ipynb")
         assert "/lab/tree/notebooks/quickstart.ipynb" in _tree_links()
