@@ -1,7 +1,10 @@
 """Cell hooks: notice a cell that renamed a node class, so the old node does not linger.
 
 Re-running a cell that declares `@g.node class Inc` replaces `Inc` (same node id): the
-decorator does that. Renaming the class in that cell (`class Increment`) declares a *new*
+decorator does that. The same holds for every declaration a graph keeps by name: `@g.step`
+functions and `g.join(...)` by node id, `g.add(...)` edges by their key (sources and path), so
+a cell that changes `g.edge_from(a).to(b)` into `.to(c)` drops the `a -> b` edge it added
+before, exactly as a renamed class drops its old node. Renaming the class in that cell (`class Increment`) declares a *new*
 node id, and without help the old `Inc` would stay in the graph as a station nobody defines.
 With the extension loaded, the watcher remembers which node ids each notebook cell declared
 (by the cell's id, which Jupyter sends with every execution). When the same cell runs again,
@@ -35,9 +38,9 @@ class CellWatcher:
 
     def __init__(self, session: Session):
         self.session = session
-        self._before: dict[LabGraph, dict[str, type]] = {}
+        self._before: dict[LabGraph, dict[str, Any]] = {}
         self._labs: list[Lab] = []
-        self._declared: dict[tuple[LabGraph, str], dict[str, type]] = {}
+        self._declared: dict[tuple[LabGraph, str], dict[str, Any]] = {}
 
     def _watched_labs(self) -> list[Lab]:
         labs = [lab for lab in (self.session.opened, lab_module.current_lab()) if lab is not None]
@@ -45,7 +48,7 @@ class CellWatcher:
 
     def pre_run_cell(self, info: Any) -> None:
         self._labs = self._watched_labs()
-        self._before = {g: dict(g._nodes) for lab in self._labs for g in _declared_graphs(lab)}
+        self._before = {g: g.declarations() for lab in self._labs for g in _declared_graphs(lab)}
 
     def post_run_cell(self, result: Any) -> None:
         changed = self.session.note_change()
@@ -58,13 +61,14 @@ class CellWatcher:
         for lab in labs:
             for g in _declared_graphs(lab):
                 before = self._before.get(g, {})
-                declared = {nid: cls for nid, cls in g._nodes.items() if before.get(nid) is not cls}
+                declared = {key: obj for key, obj in g.declarations().items() if before.get(key) is not obj}
                 if declared:
                     self._settle(g, cell_id, declared)
 
-    def _settle(self, g: LabGraph, cell_id: str, declared: dict[str, type]) -> None:
+    def _settle(self, g: LabGraph, cell_id: str, declared: dict[str, Any]) -> None:
         previous = self._declared.get((g, cell_id), {})
-        stale = [nid for nid, cls in previous.items() if nid not in declared and g._nodes.get(nid) is cls]
+        now = g.declarations()
+        stale = [key for key, obj in previous.items() if key not in declared and now.get(key) is obj]
         self._declared[(g, cell_id)] = declared
         for nid in stale:
             g.remove(nid)
@@ -89,7 +93,11 @@ def _message(g: LabGraph, stale: list[str], declared: list[str]) -> str:
             lines.append(
                 f"  {', '.join(users)} still return(s) {nid} in the run() return hint: update the hint before running."
             )
-    lines.append(f"  Declared nodes now: {', '.join(g._nodes) or 'none'}.")
+        edges = [key for key in g.edges if re.search(rf"(?<![\w]){re.escape(nid)}(?![\w])", key)]
+        if edges and not nid.startswith("edge "):
+            lines.append(f"  the edge(s) {'; '.join(edges)} still name {nid}: change or g.remove('edge ...') them.")
+    names = list(g.declarations())
+    lines.append(f"  Declared {'now' if g.edges or g.steps or g.joins else 'nodes now'}: {', '.join(names) or 'none'}.")
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from pydantic_graph.join import Join, JoinNode
 from pydantic_graph.node import Fork
 from pydantic_graph.step import NodeStep, StepNode
 
+from .builder import StepDeclarations, StepDeclaring
 from .codec import SnapshotCodec
 from .errors import GraphDefinitionError, StateContractError, UnsupportedTopologyError
 from .manifest import END, Manifest, Station, check_key, source_fingerprint
@@ -93,15 +94,24 @@ class Drawable:
         display(self._repr_mimebundle_(), raw=True)
 
 
-class LabGraph(Drawable):
-    """A graph being declared: collect nodes with `@g.node`, then `g.start(...)` a run."""
+class LabGraph(Drawable, StepDeclaring):
+    """A graph being declared: collect nodes with `@g.node`, then `g.start(...)` a run.
 
-    def __init__(self, lab: Lab, name: str, *, state_type: Any, deps_type: Any, output_type: Any):
+    Or declare it as pydantic-graph's `GraphBuilder` does, cell by cell: `@g.step`, `g.join(...)`,
+    `g.add(g.edge_from(g.start_node).map().to(step), ...)`, then `g.start(inputs=...)` (see
+    `lab.builder`). Every declaration is kept by its name, so a re-run cell replaces it.
+    """
+
+    def __init__(
+        self, lab: Lab, name: str, *, state_type: Any, deps_type: Any, output_type: Any, input_type: Any = NoneType
+    ):
         self.lab = lab
         self.name = check_key(name)
         self.state_type = state_type
         self.deps_type = deps_type
         self.output_type = output_type
+        self.input_type = input_type
+        self._decl = StepDeclarations()
         self._nodes: dict[str, type] = {}
         self._built: BuiltGraph | None = None
         self._listeners: list[Callable[[LabGraph], None]] = []
@@ -136,11 +146,20 @@ class LabGraph(Drawable):
         return cls
 
     def remove(self, node_id: str) -> None:
-        """Drop a declared node (a cell that defined it was deleted)."""
-        if node_id not in self._nodes:
-            raise GraphDefinitionError(f"graph {self.name!r} has no node {node_id!r}; it has {sorted(self._nodes)}")
-        del self._nodes[node_id]
+        """Drop a declared node, step or join by id, or an edge by `"edge " + key` (a cell that declared it was deleted)."""
+        if self._nodes.pop(node_id, None) is None and not self._decl.drop(node_id):
+            raise GraphDefinitionError(
+                f"graph {self.name!r} has no node, step, join or edge {node_id!r}; it has {list(self.declarations())}"
+            )
         self._changed()
+
+    def declarations(self) -> dict[str, Any]:
+        """Everything declared, by key: node, step and join ids, and `edge <key>` per edge."""
+        return dict(self._nodes) | self._decl.items()
+
+    def draft(self) -> Graph[Any, Any, Any, Any] | None:
+        """The native graph the step-style declarations build now, unvalidated (for drawing); None without any."""
+        return self._decl.native_graph(self, validate=False) if self._decl.active else None
 
     def on_change(self, callback: Callable[[LabGraph], None]) -> None:
         """Call `callback(graph)` whenever a node is declared or removed (live views use this)."""
@@ -181,8 +200,9 @@ class LabGraph(Drawable):
 
     def start(
         self,
-        node: BaseNode[Any, Any, Any],
+        node: BaseNode[Any, Any, Any] | None = None,
         *,
+        inputs: Any = None,
         state: Any = None,
         deps: Any = None,
         durability: Durability | None = None,
@@ -192,9 +212,18 @@ class LabGraph(Drawable):
         """Create a run that will begin at `node` and write its first checkpoint.
 
         `breakpoints={"before": ["Send"], "after": ["Draft"]}` parks the run around those
-        stations; `run.set_breakpoint` / `run.clear_breakpoint` change them later.
+        stations; `run.set_breakpoint` / `run.clear_breakpoint` change them later. A graph declared
+        with steps and edges starts at its start node with `inputs` (as `Graph.run(inputs=...)`).
         """
         built = self.build()
+        if self._decl.active and node is None:
+            from .builder import start_entry
+
+            entry = start_entry(self, built, inputs)
+            return start_run(
+                self, built, entry, state=state, deps=deps, durability=durability, batch_size=batch_size,
+                breakpoints=breakpoints,
+            )  # fmt: skip
         node_id = type(node).get_node_id() if isinstance(node, BaseNode) else None
         if node_id is None or node_id not in built.nodes:
             raise GraphDefinitionError(
@@ -217,6 +246,8 @@ class LabGraph(Drawable):
         )
 
     def __repr__(self) -> str:
+        if self._decl.active:
+            return f"<LabGraph {self.name!r} steps={list(self._decl.steps)} joins={list(self._decl.joins)} edges={len(self._decl.edges)}>"
         return f"<LabGraph {self.name!r} nodes={list(self._nodes)}>"
 
 
@@ -261,6 +292,8 @@ def start_run(
 
 
 def _build(g: LabGraph) -> BuiltGraph:
+    if g._decl.active:
+        return _build_steps(g)
     if not g._nodes:
         raise GraphDefinitionError(f"graph {g.name!r} has no nodes yet; declare some with {g.decorator}")
     codec = SnapshotCodec(state_type=g.state_type, output_type=g.output_type, nodes=g._nodes)
@@ -302,6 +335,13 @@ def _build(g: LabGraph) -> BuiltGraph:
         deps_type=g.deps_type,
         output_type=g.output_type,
     )
+
+
+def _build_steps(g: LabGraph) -> BuiltGraph:
+    """Pin the native graph the step-style declarations build, read exactly as `lab.adopt` reads one."""
+    from .builder import pin_native
+
+    return pin_native(g, g._decl.native_graph(g))
 
 
 def _is_gate(cls: type) -> bool:

@@ -98,15 +98,20 @@ class Lab:
         state_type: Any = NoneType,
         deps_type: Any = NoneType,
         output_type: Any = object,
+        input_type: Any = NoneType,
     ) -> LabGraph:
-        """The graph `name` (created on first call; a re-run cell gets the same graph back)."""
+        """The graph `name` (created on first call; a re-run cell gets the same graph back).
+
+        `input_type` is what `g.start(inputs=...)` takes when the graph is declared with steps and edges.
+        """
         g = self._graphs.get(name)
         if g is None:
             g = self._graphs[name] = LabGraph(
-                self, name, state_type=state_type, deps_type=deps_type, output_type=output_type
+                self, name, state_type=state_type, deps_type=deps_type, output_type=output_type, input_type=input_type
             )
         else:
             g.state_type, g.deps_type, g.output_type = state_type, deps_type, output_type
+            g.input_type = input_type
             g._changed()
         return g
 

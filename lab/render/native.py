@@ -32,7 +32,7 @@ def native_kind(node: Any) -> NodeKind:
     if isinstance(node, Fork):
         return "map" if node.is_map else "broadcast"
     if isinstance(node, Join):
-        return "join"
+        return "missing" if getattr(node.reducer, "__graphlab_missing__", False) else "join"
     if isinstance(node, Decision):
         return "decision"
     if isinstance(node, NodeStep):
@@ -40,7 +40,7 @@ def native_kind(node: Any) -> NodeKind:
 
         return "gate" if _is_gate(node.node_type) else "node"
     if isinstance(node, Step):
-        return "step"
+        return "missing" if getattr(node.call, "__graphlab_missing__", False) else "step"
     return "node"
 
 
