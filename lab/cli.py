@@ -1,6 +1,10 @@
 """`python -m lab`: inspect a store from a terminal, without a notebook.
 
-The CLI reads only what the store holds (JSON), so it needs no graph definitions.
+The CLI reads only what the store holds (JSON), so it needs no graph definitions. `runs` and
+`show` open the store read-only: they never fold or truncate the journal and need no write
+access (the journal is folded into the reader's own view). A run whose writer is gone (the CLI
+opens only when no process holds the store) shows as `interrupted`. `salvage` is the one
+command that writes: it rebuilds a damaged journal from its complete transactions.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 from .errors import LabError, RunNotFoundError, StoreLockedError
 from .lab import DEFAULT_PATH
-from .store import open_store
+from .store import open_store, salvage_journal
 
 __all__ = ("main",)
 
@@ -39,7 +43,7 @@ def _cell(value: Any, width: int) -> str:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    store = open_store(args.store)
+    store = open_store(args.store, read_only=True)
     try:
         runs = store.list_runs(graph_key=args.graph, status=args.status)
         rows = [
@@ -54,7 +58,7 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    store = open_store(args.store)
+    store = open_store(args.store, read_only=True)
     try:
         r = store.get_run(args.run_id)
         print(f"run      {r.run_id}")
@@ -88,6 +92,11 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _salvage(args: argparse.Namespace) -> int:
+    print(salvage_journal(args.store))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab", description="Inspect a Graph Lab store.")
     parser.add_argument("--store", default=DEFAULT_PATH, help=f"the DuckDB file (default: {DEFAULT_PATH})")
@@ -101,7 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_show.add_argument("--events", action="store_true", help="also list the run's events")
     p_show.add_argument("--width", type=int, default=60, help="truncate cells to this many characters")
     p_show.set_defaults(func=_show)
-    for p in (p_runs, p_show):
+    p_salvage = sub.add_parser(
+        "salvage", help="rebuild a damaged journal from its complete transactions (the original is kept aside)"
+    )
+    p_salvage.set_defaults(func=_salvage)
+    for p in (p_runs, p_show, p_salvage):
         p.add_argument("--store", default=argparse.SUPPRESS, help="the DuckDB file")
     args = parser.parse_args(argv)
     import os

@@ -63,7 +63,9 @@ class Lab:
 
     `Lab()` opens `.graphlab/lab.duckdb` under the working directory; `Lab(":memory:")` keeps
     everything in memory (tests). Opening a path already open in this process shares its store,
-    its graphs and its live runs, so a notebook that says `lab = Lab()` twice loses nothing.
+    its graphs and its live runs, so a notebook that says `lab = Lab()` twice loses nothing
+    (asking for another `fsync` than it was opened with is an error); `lab.close()` releases
+    the file for every Lab sharing it.
     """
 
     def __init__(
@@ -72,7 +74,7 @@ class Lab:
         *,
         durability: Durability = "step",
         batch_size: int = 100,
-        fsync: bool = False,
+        fsync: bool | None = None,
     ):
         global _current
         if durability not in ("step", "batch"):
@@ -338,7 +340,7 @@ class Lab:
         return self.store.sql(query, params)
 
     def close(self) -> None:
-        """Fold the journal into DuckDB and release the file (when no other Lab in this process holds it)."""
+        """Fold the journal into DuckDB and release the file (every Lab in this process sharing it closes)."""
         busy = [r.id for r in self._live.values() if r._busy.locked()]
         if busy:
             raise RunStateError(f"runs {busy} are running; cancel or wait for them before closing the lab")

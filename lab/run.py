@@ -23,7 +23,7 @@ from pydantic_graph import EndMarker
 
 from .engine.loop import run_sync
 from .engine.serial import Stop, drive, node_id_of
-from .errors import RevisionMismatchError, RunStateError
+from .errors import RevisionMismatchError, RunStateError, StoreError
 from .history import TimeTravel
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
 from .waits import Waits
@@ -402,7 +402,7 @@ class Run(Waits, TimeTravel):
         codec = self._built.codec
         stations = [codec.encode_node(n) for n in successors]
         output_json = codec.encode_output(end.value) if end is not None else None
-        self._state_json = codec.encode_state(self._state)
+        state_json = codec.encode_state(self._state)
         seq = self._next_cp
         status: Status = "done" if end is not None else "running"
         cp_row = {
@@ -411,7 +411,7 @@ class Run(Waits, TimeTravel):
             "seq": seq,
             "parent_seq": self._head,
             "status": status,
-            "state": self._state_json,
+            "state": state_json,
             "next": [st.to_json() for st in stations],
             "output": output_json,
             "created_at": time.time(),
@@ -429,6 +429,7 @@ class Run(Waits, TimeTravel):
         self._write(rows, sync=sync)
         if sync:
             self._unflushed = 0
+        self._state_json = state_json
         self._next_cp = seq + 1
         self._head = seq
         self._pending = list(successors)
@@ -540,7 +541,15 @@ class Run(Waits, TimeTravel):
     def _write(self, rows: list[dict[str, Any]], *, sync: bool) -> None:
         if self._stash:
             rows, self._stash = [*self._stash, *rows], []
-        self.lab.store.write(rows, sync=sync)
+        try:
+            self.lab.store.write(rows, sync=sync)
+        except StoreError:
+            # nothing of this transaction was kept: its events never happened, the head stands
+            seqs = [r["seq"] for r in rows if r.get("t") == "ev" and r.get("run_id") == self.id]
+            if seqs:
+                self._next_ev = min(seqs)
+                self.__dict__["_pe"] = [e for e in self._pending_events if e.seq < self._next_ev]
+            raise
         self._notify()
 
     def _notify(self) -> None:

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -27,35 +28,129 @@ import duckdb
 from ..errors import RunNotFoundError, StoreError, StoreLockedError, StoreQueryError, StoreSchemaError
 from ..manifest import Manifest
 from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord, utcnow
-from .journal import Journal
+from .journal import Journal, scan, stamp
 from .schema import FOLD_STATEMENTS, JOURNAL_SELECT, MIGRATIONS, SCHEMA_VERSION, TABLES
 
-__all__ = ("DuckDBStore", "open_store", "MEMORY")
+__all__ = ("DuckDBStore", "open_store", "salvage_journal", "MEMORY")
 
 log = logging.getLogger(__name__)
 
 MEMORY = ":memory:"
 _READ_ONLY_TYPES = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+"""Every connection: no extension is installed or loaded behind the user's back (json is built in)."""
+_WRITE_OPERATORS = re.compile(r"INSERT|DELETE|UPDATE|MERGE|CREATE|DROP|ALTER|COPY|ATTACH|DETACH|VACUUM|CHECKPOINT|EXPORT")
+_EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(ANALY[SZ]E\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
 _OPEN: dict[str, DuckDBStore] = {}
 _OPEN_LOCK = threading.Lock()
 _TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", " ".join(s for m in MIGRATIONS for s in m)))
 """Every table the migrations create: a store lacking one was edited by hand."""
 
 
-def open_store(path: str | os.PathLike[str] = MEMORY, *, fsync: bool = False, fold_every: int = 20000) -> DuckDBStore:
-    """The store for `path`, shared within this process; `":memory:"` gives a private one."""
+def open_store(
+    path: str | os.PathLike[str] = MEMORY,
+    *,
+    fsync: bool | None = None,
+    fold_every: int = 20000,
+    read_only: bool = False,
+) -> DuckDBStore:
+    """The store for `path`, shared within this process; `":memory:"` gives a private one.
+
+    `read_only=True` gives a private reader that never writes (the CLI): it needs no write
+    access to the file, folds the journal into its own view and never truncates it.
+    `fsync=None` means "as the store is already open in this process, else False"; asking for
+    the other value while it is open is an error (one store object has one fsync setting).
+    """
     spath = os.fspath(path)
     if spath == MEMORY:
-        return DuckDBStore(MEMORY, fsync=False, fold_every=fold_every)
+        return DuckDBStore(MEMORY, fsync=bool(fsync), fold_every=fold_every)
     real = os.path.realpath(spath)
+    if read_only:
+        return DuckDBStore(real, fold_every=fold_every, read_only=True)
     with _OPEN_LOCK:
         store = _OPEN.get(real)
         if store is not None and not store.closed:
-            store.acquire()
+            if fsync is not None and fsync != store.fsync:
+                raise StoreError(
+                    f"the store {real} is already open in this process with fsync={store.fsync}; one store has one "
+                    f"fsync setting: call lab.close() on the Lab that holds it, then open Lab({spath!r}, fsync={fsync}) "
+                    f"(or leave fsync out to share the open store)"
+                )
             return store
-        store = DuckDBStore(real, fsync=fsync, fold_every=fold_every)
+        store = DuckDBStore(real, fsync=bool(fsync), fold_every=fold_every)
         _OPEN[real] = store
         return store
+
+
+def salvage_journal(path: str | os.PathLike[str]) -> str:
+    """Keep every complete journal transaction the database can fold; set the rest aside.
+
+    For a journal that `Lab(path)` refuses (damage before complete transactions, or a line
+    that cannot be folded). The original journal is kept beside the store as
+    `lab.duckdb.journal.damaged-<time>`; the new journal holds the complete, foldable
+    transactions from both sides of the damage and is replayed by the next `Lab(path)`.
+    Returns a one-paragraph summary.
+    """
+    real = os.path.realpath(os.fspath(path))
+    journal = real + ".journal"
+    with _OPEN_LOCK:
+        held = _OPEN.get(real)
+    if held is not None and not held.closed:
+        raise StoreError(f"the store {real} is open in this process; call lab.close() before salvaging its journal")
+    if not os.path.exists(journal):
+        return f"no journal beside {real}: nothing to salvage"
+    with open(journal, "rb") as f:
+        data = f.read()
+    s = scan(data)
+    txns = [data[a:b] for a, b in s.complete]
+    con = DuckDBStore._connect(real)
+    try:
+        with tempfile.TemporaryDirectory(prefix="graphlab-salvage-") as tmp:
+            probe = os.path.join(tmp, "probe.ndjson")
+
+            def foldable(part: list[bytes]) -> bool:
+                with open(probe, "wb") as f:
+                    f.write(b"".join(part))
+                try:
+                    con.execute("BEGIN")
+                    try:
+                        con.execute("CREATE OR REPLACE TEMP TABLE journal_rows AS " + JOURNAL_SELECT, [probe])
+                        for stmt in FOLD_STATEMENTS:
+                            con.execute(stmt)
+                    finally:
+                        con.execute("ROLLBACK")
+                except duckdb.Error:
+                    return False
+                return True
+
+            def keep(part: list[bytes]) -> list[bytes]:
+                if not part or foldable(part):
+                    return part
+                if len(part) == 1:
+                    return []
+                half = len(part) // 2
+                return keep(part[:half]) + keep(part[half:])
+
+            kept = keep(txns)
+            while kept and not foldable(kept):  # halves that fold alone but not together: drop the last
+                kept = kept[:-1]
+    finally:
+        con.close()
+    backup = f"{journal}.damaged-{stamp()}"
+    fresh = journal + ".salvaged"
+    with open(fresh, "wb") as f:
+        f.write(b"".join(kept))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(journal, backup)
+    os.replace(fresh, journal)
+    unfoldable = len(txns) - len(kept)
+    damaged = len(s.damaged) + (1 if s.good_end < len(data) else 0)
+    return (
+        f"kept {len(kept)} complete transaction(s) of {journal} (replayed by the next Lab({real!r})); left out "
+        f"{damaged} damaged part(s) and {unfoldable} transaction(s) the database cannot fold. The original journal "
+        f"is kept as {backup}"
+    )
 
 
 @atexit.register
@@ -65,10 +160,17 @@ def _close_all_at_exit() -> None:
         try:
             with store._lock:
                 if not store.closed:
-                    store._refs = 1
                     store.close()
         except Exception:  # pragma: no cover - best effort at interpreter exit
             log.exception("could not close the store %s at exit", store.path)
+
+
+def _release(journal: Journal, con: duckdb.DuckDBPyConnection, tmpdir: str | None) -> None:
+    """Close a store's files (on close, or when an unclosed store is collected or the process exits)."""
+    journal.close()
+    con.close()
+    if tmpdir:
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 def _ts(value: datetime) -> float:
@@ -85,46 +187,61 @@ def _loads(value: Any) -> Any:
 class DuckDBStore:
     """Graph Lab's store on one DuckDB database (a file, or `:memory:` for tests)."""
 
-    def __init__(self, path: str, *, fsync: bool = False, fold_every: int = 20000):
+    def __init__(self, path: str, *, fsync: bool = False, fold_every: int = 20000, read_only: bool = False):
         self.path = path
+        self.fsync = fsync
         self.fold_every = fold_every
+        self.read_only = read_only
         self.closed = False
         self.recovered = False
         """True when opening replayed a journal a previous process left behind."""
-        self._refs = 1
         self.live_runs: dict[str, Any] = {}
         """Run handles open in this process, shared by every Lab on this store."""
-        self.recovery_done = False
+        self.recovery_done = read_only
         self._lock = threading.RLock()
         self._buffer: list[bytes] = []
         self._buffer_lines = 0
+        self._buffer_durable = False
         self._tmpdir: str | None = None
         if path == MEMORY:
             self._tmpdir = tempfile.mkdtemp(prefix="graphlab-")
             journal_path = os.path.join(self._tmpdir, "journal.ndjson")
-            self._con = duckdb.connect(MEMORY)
+            self._con = duckdb.connect(MEMORY, config=_CONFIG)
+        elif read_only:
+            journal_path = path + ".journal"
+            self._con = self._connect(path, read_only=True)
         else:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             journal_path = path + ".journal"
             self._con = self._connect(path)
         try:
-            self._migrate()
-            self._journal = Journal(journal_path, fsync=fsync)
-            report = self._journal.recover()
-            if report.lines:
-                self.recovered = True
-                log.info("store %s: replaying %d journal lines", path, report.lines)
-                self.fold()
+            if read_only:
+                self._check_schema()
+                self._journal = Journal(journal_path, read_only=True)
+                self._snapshot(self._journal.recover().lines)
+            else:
+                self._migrate()
+                self._journal = Journal(journal_path, fsync=fsync)
+                report = self._journal.recover()
+                if report.lines:
+                    self.recovered = True
+                    log.info("store %s: replaying %d journal lines", path, report.lines)
+                    self.fold()
         except BaseException:
             self._con.close()
+            if self._tmpdir:
+                shutil.rmtree(self._tmpdir, ignore_errors=True)
             raise
+        # a store nobody closes (Lab(":memory:") dropped, or left at exit) still lets go of its files
+        self._finalizer = weakref.finalize(self, _release, self._journal, self._con, self._tmpdir)
+        self._finalizer.atexit = path == MEMORY  # a file store is folded and closed by _close_all_at_exit
 
     # -- opening -------------------------------------------------------------------------
 
     @staticmethod
-    def _connect(path: str) -> duckdb.DuckDBPyConnection:
+    def _connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         try:
-            return duckdb.connect(path)
+            return duckdb.connect(path, read_only=read_only, config=_CONFIG)
         except duckdb.IOException as exc:
             text = str(exc)
             if "lock" in text.lower():
@@ -143,7 +260,7 @@ class DuckDBStore:
                 "move the file aside to start a new store, or open another path"
             ) from None
 
-    def _migrate(self) -> None:
+    def _version(self) -> int:
         con = self._con
         try:
             has_meta = con.execute(
@@ -163,12 +280,10 @@ class DuckDBStore:
                 f"the store {self.path} was written by a newer Graph Lab (schema {version}; this version "
                 f"knows up to {SCHEMA_VERSION}); upgrade graph-lab to open it"
             )
-        for v in range(version, SCHEMA_VERSION):
-            con.execute("BEGIN")
-            for stmt in MIGRATIONS[v]:
-                con.execute(stmt)
-            con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(v + 1)])
-            con.execute("COMMIT")
+        return version
+
+    def _check_tables(self, version: int) -> None:
+        con = self._con
         present = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
         missing = sorted(_TABLES - present)
         if missing:
@@ -177,45 +292,113 @@ class DuckDBStore:
                 "Graph Lab; restore it from a backup, or move the file aside to start a new store"
             )
 
-    def acquire(self) -> None:
-        with self._lock:
-            self._refs += 1
+    def _check_schema(self) -> None:
+        """A reader migrates nothing: an older store is read once a Lab has opened (and upgraded) it."""
+        version = self._version()
+        if version < SCHEMA_VERSION:
+            raise StoreSchemaError(
+                f"the store {self.path} has schema {version} (this Graph Lab writes {SCHEMA_VERSION}); reading it "
+                f"without writing needs the current schema: open it once with Lab({self.path!r}) to upgrade it"
+            )
+        self._check_tables(version)
+
+    def _snapshot(self, journal_lines: int) -> None:
+        """A reader's view: the tables as the file holds them, plus the journal folded in memory.
+
+        Temp tables shadow the file's (unqualified names find `temp` first), so every read
+        below works unchanged and nothing is written to the file or the journal. A run left
+        `running` is shown `interrupted`: a reader opens only when no writer holds the file.
+        """
+        con = self._con
+        db = con.execute("SELECT current_database()").fetchone()[0]
+        shadow = ("runs", "checkpoints", "waits", "events") if journal_lines else ("runs",)
+        for table in shadow:
+            ddl = con.execute(
+                "SELECT sql FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' AND table_name = ?",
+                [db, table],
+            ).fetchone()[0]
+            con.execute(re.sub(r"^CREATE TABLE [^(\s]+", f"CREATE TEMP TABLE {table}", ddl, count=1))
+            con.execute(f'INSERT INTO temp.main.{table} SELECT * FROM "{db}".main.{table}')
+        if journal_lines:
+            data = self._journal.read()[: self._journal.good_end]
+            with tempfile.TemporaryDirectory(prefix="graphlab-read-") as tmp:
+                prefix = os.path.join(tmp, "journal.ndjson")
+                with open(prefix, "wb") as f:
+                    f.write(data)
+                try:
+                    con.execute("CREATE TEMP TABLE journal_rows AS " + JOURNAL_SELECT, [prefix])
+                    for stmt in FOLD_STATEMENTS:
+                        con.execute(stmt)
+                    con.execute("DROP TABLE journal_rows")
+                except duckdb.Error as exc:
+                    raise StoreError(
+                        f"cannot read the journal {self._journal.path}: {str(exc).splitlines()[0]}; a line of it was "
+                        f"damaged or edited by hand: run `python -m lab salvage --store {self.path}`"
+                    ) from None
+        con.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+
+    def _migrate(self) -> None:
+        con = self._con
+        version = self._version()
+        for v in range(version, SCHEMA_VERSION):
+            con.execute("BEGIN")
+            for stmt in MIGRATIONS[v]:
+                con.execute(stmt)
+            con.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(v + 1)])
+            con.execute("COMMIT")
+        self._check_tables(version)
 
     def close(self) -> None:
-        """Fold the journal and close; shared handles close when the last holder closes."""
+        """Fold the journal and release the file, for every Lab in this process that shares it."""
         with self._lock:
             if self.closed:
                 return
-            self._refs -= 1
-            if self._refs > 0:
-                return
             try:
-                self.fold()
+                if not self.read_only:
+                    self.fold()
             finally:
                 self.closed = True
-                self._journal.close()
-                self._con.close()
-                if self._tmpdir:
-                    shutil.rmtree(self._tmpdir, ignore_errors=True)
+                self._finalizer()
                 with _OPEN_LOCK:
                     if _OPEN.get(self.path) is self:
                         del _OPEN[self.path]
 
     def _check_open(self) -> None:
         if self.closed:
-            raise StoreError(f"the store {self.path} is closed; open it again with Lab({self.path!r})")
+            raise StoreError(
+                f"the store {self.path} is closed (lab.close() releases it for every Lab in this process); "
+                f"open it again with Lab({self.path!r})"
+            )
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise StoreError(f"the store {self.path} is open read-only here; open it with Lab({self.path!r}) to change it")
 
     # -- writing -------------------------------------------------------------------------
 
     def write(self, rows: Sequence[dict[str, Any]], *, sync: bool = True) -> None:
-        """Append one transaction of journal rows. `sync=False` buffers it (durability="batch")."""
+        """Append one transaction of journal rows. `sync=False` buffers it (durability="batch").
+
+        A write that fails (`UnstorableValueError` for a value the store cannot hold, a
+        `StoreError` for a full disk or a journal deleted under it) leaves the journal as it was
+        before this transaction; earlier buffered transactions stay buffered.
+        """
         with self._lock:
-            self._check_open()
+            self._check_writable()
             blob = self._journal.encode(rows)
+            if self.fsync and not self._buffer_durable:
+                # fsync what a boundary writes; an `entered` alone rides along with the next fsync
+                self._buffer_durable = any(r["t"] != "ev" or r.get("kind") != "entered" for r in rows)
             self._buffer.append(blob)
             self._buffer_lines += len(rows)
             if sync:
-                self._flush_buffer()
+                try:
+                    self._flush_buffer()
+                except BaseException:
+                    self._buffer.pop()  # this transaction failed: never written later
+                    self._buffer_lines -= len(rows)
+                    raise
                 if self._journal.pending_lines >= self.fold_every:
                     self.fold()
 
@@ -227,20 +410,25 @@ class DuckDBStore:
     def _flush_buffer(self) -> None:
         if self._buffer:
             blob = b"".join(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
-            self._journal.write(blob, self._buffer_lines)
+            self._journal.write(blob, self._buffer_lines, sync=self._buffer_durable)
             self._buffer.clear()
             self._buffer_lines = 0
+            self._buffer_durable = False
 
     def fold(self) -> None:
         """Move everything journalled into the DuckDB tables in one transaction."""
         with self._lock:
+            if self.read_only:
+                return
             self._flush_buffer()
-            if self._journal.pending_lines == 0 and self._journal.size() == 0:
+            if not self._journal.needs_fold():
                 return
             con = self._con
             try:
                 con.execute("BEGIN")
-                con.execute("CREATE OR REPLACE TEMP TABLE journal_rows AS " + JOURNAL_SELECT, [self._journal.path])
+                con.execute(
+                    "CREATE OR REPLACE TEMP TABLE journal_rows AS " + JOURNAL_SELECT, [self._journal.readable_path]
+                )
                 for stmt in FOLD_STATEMENTS:
                     con.execute(stmt)
                 con.execute("DROP TABLE journal_rows")
@@ -250,18 +438,21 @@ class DuckDBStore:
                     con.execute("ROLLBACK")
                 except duckdb.Error:
                     pass
+                db = self.path if self.path != MEMORY else "the in-memory store"
                 raise StoreError(
                     f"cannot fold the journal {self._journal.path} into {self.path}: {str(exc).splitlines()[0]}; "
                     "nothing is lost: the journal is kept and replayed on the next open. If this repeats, a line of "
-                    f"the journal was damaged or edited by hand: move {self._journal.path} aside (it holds the "
-                    "boundaries written since the last fold) to open the store without it"
+                    f"the journal was damaged or edited by hand: run `python -m lab salvage --store {db}` to fold "
+                    "every transaction that can be folded (the journal is first copied aside), or move "
+                    f"{self._journal.path} aside (it holds the boundaries written since the last fold) to open the "
+                    "store without it"
                 ) from None
             self._journal.truncate()
 
     def register_graph(self, manifest: Manifest) -> int:
         """The revision number of this manifest's digest under its key, stored on first sight."""
         with self._lock:
-            self._check_open()
+            self._check_writable()
             con = self._con
             row = con.execute(
                 "SELECT revision FROM graphs WHERE graph_key = ? AND digest = ?", [manifest.key, manifest.digest]
@@ -491,27 +682,85 @@ class DuckDBStore:
             ).fetchone()[0]
         return int(cp_next), int(ev_next)
 
-    def sql(self, query: str, params: Sequence[Any] | None = None) -> duckdb.DuckDBPyRelation:
-        """Run read-only SQL; returns a DuckDB relation (it prints and displays as a table)."""
+    def sql(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> duckdb.DuckDBPyRelation:
+        """Run read-only SQL; returns a DuckDB relation (it prints and displays as a table).
+
+        Reading cannot write, by construction rather than by inspecting the statement alone: a
+        statement whose plan writes (a data-modifying CTE, `EXPLAIN ANALYZE DELETE`) is refused;
+        what runs, runs inside a transaction that is always rolled back, on a connection that
+        loads no extension; and the result is copied into a private in-memory database with file
+        access off, so the returned relation (`rel.query(...)`, `rel.create(...)`) reaches
+        nothing of the store.
+        """
         if not isinstance(query, str) or not query.strip():
             raise StoreQueryError("lab.sql needs a SELECT statement as a string")
+        args: Any = params if params else None
         with self._reading() as con:
+            inner = self._read_only_statement(con, query)
+            explain = inner is not query
             try:
-                statements = con.extract_statements(query)
+                plan = con.execute("EXPLAIN (FORMAT JSON) " + inner, args).fetchall()
             except duckdb.Error as exc:
                 raise StoreQueryError(f"SQL error: {str(exc).strip()}") from None
-            if len(statements) != 1:
-                raise StoreQueryError(f"lab.sql runs one statement at a time; got {len(statements)}")
-            if statements[0].type not in _READ_ONLY_TYPES:
+            writes = sorted({op for op in _plan_operators(json.loads(plan[0][1])) if _WRITE_OPERATORS.search(op)})
+            if writes:
                 raise StoreQueryError(
-                    f"lab.sql is read-only; {statements[0].type.name} statements are refused. "
+                    f"lab.sql is read-only; this statement writes ({', '.join(writes)}) and is refused. "
                     "Change runs through the Run API (rewind, fork, edit_state, prune)"
                 )
-            cursor = con.cursor()
+            with tempfile.TemporaryDirectory(prefix="graphlab-sql-") as tmp:
+                result = os.path.join(tmp, "result.parquet")
+                try:
+                    con.execute("BEGIN")
+                    try:
+                        if explain:
+                            rows = con.execute(query, args).fetchall()
+                            con.execute(
+                                f"COPY (SELECT * FROM (VALUES {', '.join(['(?, ?)'] * len(rows)) or '(NULL, NULL)'}) "
+                                f"t(explain_key, explain_value) {'' if rows else 'LIMIT 0'}) TO '{result}' (FORMAT parquet)",
+                                [v for r in rows for v in r[:2]],
+                            )
+                        else:
+                            con.execute(f"COPY ({query}) TO '{result}' (FORMAT parquet)", args)
+                    finally:
+                        con.execute("ROLLBACK")
+                except duckdb.Error as exc:
+                    raise StoreQueryError(f"SQL error: {str(exc).strip()}") from None
+                private = duckdb.connect(MEMORY, config=_CONFIG)
+                private.execute(f"CREATE TABLE result AS SELECT * FROM read_parquet('{result}')")
+            private.execute("SET enable_external_access = false")
+            private.execute("SET lock_configuration = true")
+            return private.table("result")
+
+    @staticmethod
+    def _read_only_statement(con: duckdb.DuckDBPyConnection, query: str) -> str:
+        """The one SELECT `query` runs (the statement itself, or what an EXPLAIN explains)."""
         try:
-            return cursor.sql(query, params=params) if params else cursor.sql(query)
+            statements = con.extract_statements(query)
         except duckdb.Error as exc:
             raise StoreQueryError(f"SQL error: {str(exc).strip()}") from None
+        if len(statements) != 1:
+            raise StoreQueryError(f"lab.sql runs one statement at a time; got {len(statements)}")
+        kind = statements[0].type
+        if kind not in _READ_ONLY_TYPES:
+            raise StoreQueryError(
+                f"lab.sql is read-only; {kind.name} statements are refused. "
+                "Change runs through the Run API (rewind, fork, edit_state, prune)"
+            )
+        if kind != duckdb.StatementType.EXPLAIN:
+            return query
+        inner = _EXPLAIN_PREFIX.sub("", query, count=1)
+        try:
+            inner_kind = con.extract_statements(inner)[0].type
+        except (duckdb.Error, IndexError):
+            inner_kind = None
+        if inner_kind != duckdb.StatementType.SELECT:
+            name = inner_kind.name if inner_kind is not None else "this"
+            raise StoreQueryError(
+                f"lab.sql is read-only; EXPLAIN of a {name} statement is refused (EXPLAIN ANALYZE runs it). "
+                "Change runs through the Run API (rewind, fork, edit_state, prune)"
+            )
+        return inner
 
     def seqs(self, run_id: str) -> list[int]:
         """Every checkpoint sequence number of a run, ascending."""
@@ -556,6 +805,7 @@ class DuckDBStore:
 
     def delete_checkpoints(self, run_id: str, keep: Sequence[int]) -> int:
         """Delete a run's checkpoints except `keep`; returns how many went. Callers check terminality."""
+        self._check_writable()
         with self._reading() as con:
             n = con.execute(
                 "SELECT count(*) FROM checkpoints WHERE run_id = ? AND seq NOT IN (SELECT unnest(?::BIGINT[]))",
@@ -575,6 +825,7 @@ class DuckDBStore:
 
     def delete_run(self, run_id: str) -> None:
         """Delete a run with its checkpoints and events. Callers check terminality."""
+        self._check_writable()
         with self._reading() as con:
             con.execute("BEGIN")
             try:
@@ -634,6 +885,17 @@ _WAIT_COLS = (
     "run_id, owner, kind, node_id, checkpoint_seq, prompt, details, prior, created_at, resolved_at, resolution"
 )
 _EV_COLS = "run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at"
+
+
+def _plan_operators(node: Any) -> Iterator[str]:
+    """Every operator name in an `EXPLAIN (FORMAT JSON)` plan."""
+    if isinstance(node, list):
+        for n in node:
+            yield from _plan_operators(n)
+    elif isinstance(node, dict):
+        if isinstance(node.get("name"), str):
+            yield node["name"].upper()
+        yield from _plan_operators(node.get("children", []))
 
 
 def _run_record(r: tuple[Any, ...]) -> RunRecord:

@@ -6,9 +6,20 @@ lines to a journal beside the database (the OS keeps it when the process is kill
 keeps it across a power loss too). The store folds the journal into DuckDB in bulk with
 `read_json` and truncates it; on open it replays whatever a dead process left behind.
 
-A write is a transaction of one or more lines; its last line carries `"end": true`. On replay,
-lines after the last complete transaction (a torn tail) are dropped: the settled event and its
-checkpoint are written in one transaction, so both survive or neither does.
+A write is a transaction of one or more lines: every line carries `tx` (the `j` of the
+transaction's first line) and the last one `"end": true`. On replay only a genuine tail (lines
+after the last complete transaction) is dropped: the settled event and its checkpoint are one
+transaction, so both survive or neither does. Damage *before* a complete transaction is never
+dropped silently: it is a `JournalDamagedError` naming the line, and `salvage` keeps the
+complete transactions on both sides.
+
+Faults (each leaves the journal well-formed, never a torn line in the middle):
+- a write that fails part-way (disk full, file too large) is cut back to the last complete
+  transaction before the error is raised, so the failed bytes are never followed by more;
+- a journal deleted (or replaced) while open is detected before the next write, which fails;
+- a string the database cannot hold (a lone surrogate, as `os.fsdecode` makes of undecodable
+  file names) is escaped in event payloads and errors, which are observations, and refused
+  anywhere else (state, output, next stations), naming the field: it is never written.
 """
 
 from __future__ import annotations
@@ -16,21 +27,83 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_json
 
-__all__ = ("Journal", "ReplayReport")
+from ..errors import StoreError
+
+__all__ = ("Journal", "JournalDamagedError", "ReplayReport", "UnstorableValueError", "scan", "salvage_lines")
 
 log = logging.getLogger(__name__)
+
+_ESCAPED_FIELDS = frozenset({"payload", "error"})
+"""Fields that only observe (event payloads, a failure's message): a lone surrogate becomes `\\udce9` text."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class JournalDamagedError(StoreError):
+    """A journal line before a complete transaction is damaged: not a torn tail, so not dropped."""
+
+
+class UnstorableValueError(StoreError, ValueError):
+    """A value the store cannot hold losslessly (a lone surrogate in state, say): refused, never written."""
+
+
+def _escape(value: Any) -> Any:
+    """`value` with every lone surrogate written as its `\\udcXX` escape text (for observations)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8") if _SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {_escape(k): _escape(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_escape(v) for v in value]
+    return value
+
+
+def _surrogate_at(value: Any, path: str) -> str | None:
+    """The path of the first string holding a lone surrogate, or None."""
+    if isinstance(value, str):
+        return path if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(k, str) and _SURROGATE.search(k):
+                return f"{path} (a key)"
+            found = _surrogate_at(v, f"{path}.{k}")
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = _surrogate_at(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
 
 def _dumps(row: dict[str, Any]) -> bytes:
     """Compact JSON bytes; pydantic-core's encoder is several times faster than the stdlib's."""
     try:
         return to_json(row, fallback=str)
-    except PydanticSerializationError:  # lone surrogates: the stdlib escapes them
-        return json.dumps(row, separators=(",", ":"), default=str).encode()
+    except PydanticSerializationError:
+        pass
+    # a lone surrogate (UTF-8 cannot hold it, nor DuckDB): escape observations, refuse data
+    clean = {k: (_escape(v) if k in _ESCAPED_FIELDS else v) for k, v in row.items()}
+    for key, value in clean.items():
+        where = _surrogate_at(value, key)
+        if where:
+            what = {"cp": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer"}.get(row.get("t", ""), "row")
+            raise UnstorableValueError(
+                f"cannot store {what} field {where} of run {row.get('run_id')}: it holds a lone surrogate "
+                "(a string that is not valid Unicode, as os.fsdecode makes of an undecodable file name), which "
+                "the store cannot keep losslessly; nothing was written. Store the name as bytes, or as "
+                "os.fsencode(name).decode('utf-8', 'backslashreplace')"
+            )
+    return to_json(clean, fallback=str)
 
 
 class ReplayReport:
@@ -42,83 +115,239 @@ class ReplayReport:
         self.last_j = last_j
 
 
+@dataclass
+class Scan:
+    """The journal's bytes cut into transactions."""
+
+    complete: list[tuple[int, int]] = field(default_factory=list)
+    """(start, end) byte ranges of complete transactions, in order."""
+    damaged: list[tuple[int, int, int]] = field(default_factory=list)
+    """(line number, start, end) of every line or incomplete transaction that is not a tail."""
+    good_end: int = 0
+    """The end of the last complete transaction: everything after it is the tail."""
+    lines: int = 0
+    """Lines in complete transactions."""
+    last_j: int = -1
+
+
+def scan(data: bytes) -> Scan:
+    """Cut journal bytes into complete transactions, damaged parts and a tail."""
+    out = Scan()
+    pos = 0
+    line_no = 0
+    tx_start = 0  # byte offset of the current transaction's first line
+    tx_line = 1
+    tx_first: int | None = None  # its `tx`
+    tx_ok = True
+    tx_lines = 0
+    expect_j: int | None = None
+    pending_damage: list[tuple[int, int, int]] = []
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            break  # an unterminated last line: the tail
+        line_no += 1
+        start, raw, pos = pos, data[pos:nl], nl + 1
+        try:
+            row = json.loads(raw)
+            if not isinstance(row, dict) or not isinstance(row.get("j", -1), int):
+                raise ValueError("not a journal row")
+        except ValueError:
+            if tx_ok and tx_lines == 0:
+                tx_start, tx_line = start, line_no
+            tx_ok = False
+            tx_lines += 1
+            continue
+        j = row.get("j", -1)
+        out.last_j = max(out.last_j, j)
+        tx = row.get("tx")
+        starts_new = tx is not None and tx == j
+        if starts_new and tx_lines:  # the previous transaction never ended: damaged
+            pending_damage.append((tx_line, tx_start, start))
+            tx_lines, tx_ok = 0, True
+        if tx_lines == 0:
+            tx_start, tx_line, tx_first, expect_j = start, line_no, tx, j
+        elif tx is not None and (tx != tx_first or j != expect_j):
+            tx_ok = False
+        tx_lines += 1
+        expect_j = j + 1
+        if row.get("end"):
+            if tx_ok:
+                out.damaged.extend(pending_damage)
+                pending_damage = []
+                out.complete.append((tx_start, pos))
+                out.lines += tx_lines
+                out.good_end = pos
+            else:
+                pending_damage.append((tx_line, tx_start, pos))
+            tx_lines, tx_ok, tx_first = 0, True, None
+    return out
+
+
+def salvage_lines(data: bytes) -> tuple[bytes, int, int]:
+    """The complete transactions of damaged journal bytes, and (transactions kept, damaged parts left out)."""
+    s = scan(data)
+    kept = b"".join(data[a:b] for a, b in s.complete)
+    return kept, len(s.complete), len(s.damaged) + (1 if s.good_end < len(data) else 0)
+
+
 class Journal:
     """The journal file of one store. Not thread-safe: the store serialises access."""
 
-    def __init__(self, path: str, *, fsync: bool = False):
+    def __init__(self, path: str, *, fsync: bool = False, read_only: bool = False):
         self.path = path
         self.fsync = fsync
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.read_only = read_only
+        if read_only:
+            self._fd = os.open(path, os.O_RDONLY) if os.path.exists(path) else -1
+        else:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self._next_j = 0
+        self._size = 0
+        """Bytes of complete transactions in the file: where a failed write is cut back to."""
+        self._broken: str | None = None
         self.pending_lines = 0
         """Lines written since the last fold."""
+        self.good_end = 0
+
+    def read(self) -> bytes:
+        if self._fd < 0:
+            return b""
+        size = os.fstat(self._fd).st_size
+        return os.pread(self._fd, size, 0) if size else b""
 
     def recover(self) -> ReplayReport:
-        """Drop a torn tail left by a killed process; report how many complete lines remain."""
-        with open(self.path, "rb") as f:
-            data = f.read()
-        good_end = 0
-        pos = 0
-        lines = kept = 0
-        last_j = -1
-        while pos < len(data):
-            nl = data.find(b"\n", pos)
-            if nl < 0:
-                break
-            raw = data[pos:nl]
-            pos = nl + 1
-            try:
-                row = json.loads(raw)
-            except ValueError:
-                break
-            lines += 1
-            last_j = max(last_j, int(row.get("j", -1)))
-            if row.get("end"):
-                good_end = pos
-                kept = lines
-        dropped = len(data) - good_end
+        """Drop a torn tail left by a killed process; report how many complete lines remain.
+
+        Damage before a complete transaction is not a tail: `JournalDamagedError`, file kept.
+        """
+        data = self.read()
+        s = scan(data)
+        if s.damaged:
+            line, start, _ = s.damaged[0]
+            raise JournalDamagedError(
+                f"the journal {self.path} is damaged at line {line} (byte {start}), before "
+                f"{len(s.complete)} complete transaction(s) that follow or precede it; it was not replayed and "
+                "is left as it is. Run `python -m lab salvage --store "
+                f"{self.path.removesuffix('.journal')}` to keep every complete transaction on both sides "
+                "(the damaged journal is kept beside it as .damaged-<time>), or restore it from a backup"
+            )
+        dropped = len(data) - s.good_end
         if dropped:
-            log.warning("journal %s: dropped a torn tail of %d bytes left by a killed process", self.path, dropped)
-            os.ftruncate(self._fd, good_end)
-        self._next_j = last_j + 1
-        self.pending_lines = kept
-        return ReplayReport(kept, dropped, last_j)
+            if self.read_only:
+                log.info("journal %s: ignoring a torn tail of %d bytes (read-only)", self.path, dropped)
+            else:
+                log.warning("journal %s: dropped a torn tail of %d bytes left by a killed process", self.path, dropped)
+                os.ftruncate(self._fd, s.good_end)
+        self.good_end = s.good_end
+        self._size = s.good_end
+        self._next_j = s.last_j + 1
+        self.pending_lines = s.lines
+        return ReplayReport(s.lines, dropped, s.last_j)
 
     def encode(self, rows: Iterable[dict[str, Any]]) -> bytes:
-        """Number the rows and mark the last one as the end of its transaction."""
+        """Number the rows and mark the last one as the end of its transaction.
+
+        Raises `UnstorableValueError` (nothing numbered, nothing written) for a value the
+        database could not read back.
+        """
         if not isinstance(rows, list):
             rows = list(rows)
+        first = self._next_j
         parts: list[bytes] = []
+        last = len(rows) - 1
         for i, row in enumerate(rows):
-            row["j"] = self._next_j
-            self._next_j += 1
-            if i == len(rows) - 1:
+            row["j"] = first + i
+            row["tx"] = first
+            if i == last:
                 row["end"] = True
             parts.append(_dumps(row))
+        self._next_j = first + len(rows)
         parts.append(b"")
         return b"\n".join(parts)
 
-    def write(self, blob: bytes, lines: int) -> None:
-        """Append complete transactions; returns once the OS has them (and the disk, with fsync)."""
+    def _check_file(self) -> int:
+        """The file's size, after checking it is still the journal at `path`."""
+        st = os.fstat(self._fd)
+        if st.st_nlink == 0:
+            self._broken = (
+                f"the journal {self.path} was deleted while the store was open; what was written to it since "
+                "the last fold is still folded from the open file on close, but nothing more can be made "
+                "durable. Close the lab (lab.close()) and open it again"
+            )
+        elif st.st_size != self._size:
+            self._broken = (
+                f"the journal {self.path} was changed by another program while the store was open (it holds "
+                f"{st.st_size} bytes, the store wrote {self._size}); close the lab (lab.close()) and open it again"
+            )
+        if self._broken:
+            raise StoreError(f"cannot write: {self._broken}")
+        return st.st_size
+
+    def write(self, blob: bytes, lines: int, *, sync: bool | None = None) -> None:
+        """Append complete transactions; returns once the OS has them (and the disk, with fsync).
+
+        A write that fails part-way is cut back to where it started, so the journal still
+        ends with a complete transaction, and raised as a `StoreError`.
+        """
+        if self._broken:
+            raise StoreError(f"cannot write: {self._broken}")
+        start = self._check_file()
         view = memoryview(blob)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
-        if self.fsync:
-            os.fsync(self._fd)
+        try:
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+            if self.fsync if sync is None else sync:
+                os.fdatasync(self._fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, start)
+            except OSError as again:
+                self._broken = (
+                    f"a write to the journal {self.path} failed ({exc.strerror}) and could not be cut back "
+                    f"({again.strerror}); close the lab and open it again (the torn tail is dropped on open)"
+                )
+            raise StoreError(
+                f"cannot write to the journal {self.path}: {exc.strerror or exc} ({len(blob)} bytes); nothing of "
+                "this write was kept and what was written before is intact. Free disk space (or raise the "
+                "file size limit), then step again"
+            ) from None
+        self._size = start + len(blob)
         self.pending_lines += lines
 
+    def needs_fold(self) -> bool:
+        """Lines written since the last fold (or a file the store has not yet folded)."""
+        return self.pending_lines > 0 or (not self._broken and self.size() > 0)
+
     def size(self) -> int:
-        return os.fstat(self._fd).st_size
+        return os.fstat(self._fd).st_size if self._fd >= 0 else 0
+
+    @property
+    def readable_path(self) -> str:
+        """A path DuckDB can read the journal from: `/proc/self/fd/N` once the file was deleted."""
+        if self._fd >= 0 and not os.path.exists(self.path) and os.path.exists(f"/proc/self/fd/{self._fd}"):
+            return f"/proc/self/fd/{self._fd}"
+        return self.path
 
     def truncate(self) -> None:
-        """Forget what has been folded into the database."""
+        """Forget what has been folded into the database.
+
+        Not fsynced: if the truncation is lost, replaying lines already folded changes nothing.
+        """
+        self.pending_lines = 0
+        if self._broken:
+            return  # keep what the open (deleted or changed) file holds; nothing new is written
         os.ftruncate(self._fd, 0)
-        if self.fsync:
-            os.fsync(self._fd)
+        self._size = 0
         self.pending_lines = 0
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def stamp() -> str:
+    """A file-name-safe UTC time for a set-aside copy."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
