@@ -31,6 +31,7 @@ __all__ = (
     "interrupt",
     "CapabilityRequired",
     "granted",
+    "warn",
     "WaitSignal",
     "StationContext",
     "station_context",
@@ -110,6 +111,8 @@ class StationContext:
     grants: dict[str, Any] = field(default_factory=dict)
     used: int = 0
     """How many of `answers` this attempt's `interrupt()` calls consumed so far."""
+    notes: list[dict[str, Any]] = field(default_factory=list)
+    """Warnings `warn()` recorded; the run writes them as `warning` events when the station settles."""
 
 
 station_context: contextvars.ContextVar[StationContext | None] = contextvars.ContextVar(
@@ -145,6 +148,17 @@ def interrupt(value: Any = None) -> Any:
 def granted(capability: str) -> Any:
     """The value `run.grant(capability, value)` (or a provider) handed this station, else None."""
     return _current("granted()").grants.get(capability)
+
+
+def warn(message: str, **details: Any) -> None:
+    """Record a warning for the running station: a `warning` event, written when it settles.
+
+    Warnings observe (a step manifest that misses a step, say); they never change the route.
+    `details` must be JSON.
+    """
+    if not isinstance(message, str) or not message:
+        raise TypeError(f"warn() needs a message (a non-empty str), got {message!r}")
+    _current("warn()").notes.append({"message": message, **details})
 
 
 class Gate(BaseNode[StateT, DepsT, Any]):

@@ -25,6 +25,7 @@ from .run import Run
 
 if TYPE_CHECKING:
     from .adopt import AdoptedGraph
+    from .workflow.compile import WorkflowGraph
 from .store import MEMORY, DuckDBStore, open_store
 
 __all__ = ("Lab", "DEFAULT_PATH", "current_lab", "current_run")
@@ -223,6 +224,17 @@ class Lab:
             batch_size=self.batch_size,
         )
         return parent.fork(seq, state=state, revision=revision)
+
+    def workflow(self, source: Any, *, workers: dict[str, Callable[..., Any]] | None = None) -> WorkflowGraph:
+        """A declarative workflow (seed 004) from a YAML/JSON file path or a dict, compiled onto the engine.
+
+        `workers` maps activity ids to the functions that do their work. The workflow has the
+        run API of any graph (`wf.start(user_request=...)`), plus `wf.choose`, `wf.export` and
+        `wf.resume` for checkpoints and session folders. See docs/workflows.md.
+        """
+        from .workflow.compile import workflow_graph
+
+        return workflow_graph(self, source, workers)
 
     def adopt(self, graph: Any, *, name: str | None = None) -> AdoptedGraph:
         """The lab's handle on a graph built with pydantic-graph's own `GraphBuilder`, unchanged.

@@ -53,6 +53,7 @@ EventKind = Literal[
     "fork",
     "edited",
     "breakpoint",
+    "warning",
 ]
 """What an event observed. Events observe; they never drive recovery."""
 

@@ -122,6 +122,8 @@ class Run(Waits, TimeTravel):
         bps = record.breakpoints or {}
         self._breakpoints: dict[str, set[str]] = {w: set(bps.get(w, ())) for w in ("before", "after")}
         self._counters: dict[str, Any] = dict(counters or {})
+        self._station: Any = None
+        """The StationContext of the station in flight (its `warn()` notes become events)."""
 
     # -- creation ------------------------------------------------------------------------
 
@@ -419,6 +421,7 @@ class Run(Waits, TimeTravel):
         }
         ms = round((time.perf_counter() - self._inflight_started) * 1000, 3)
         rows = [
+            *self._warning_rows(node_id, attempt),
             cp_row,
             self._event_row("settled", node_id=node_id, attempt=attempt, checkpoint_seq=seq, payload={"ms": ms, "next": [s.node_id for s in stations]}),
         ]
@@ -438,6 +441,16 @@ class Run(Waits, TimeTravel):
             self._output = end.value
             self._output_json = output_json
         self._last = StepResult(node_id, "done" if end is not None else "settled", seq, tuple(s.node_id for s in stations), self._output)
+
+    def _warning_rows(self, node_id: str, attempt: int) -> list[dict[str, Any]]:
+        """The station's `warn()` notes as `warning` events (they ride with its settlement)."""
+        station, self._station = self._station, None
+        if station is None or not station.notes:
+            return []
+        return [
+            self._event_row("warning", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload=note)
+            for note in station.notes
+        ]
 
     def failed(self, *, attempt: int, node_id: str, error: BaseException) -> None:
         err = {

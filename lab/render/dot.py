@@ -144,6 +144,8 @@ def to_dot(spec: GraphSpec, overlay: Overlay | None = None, *, ids: bool = False
                 label = f"{label} ×{n}"
         if label:
             attrs["label"] = _label(label)
+        if edge.dashed:
+            attrs["style"] = "dashed"
         if ids:
             attrs["id"] = f"gle{j}"
         g.edge(names[edge.src], names[edge.dst], **attrs)

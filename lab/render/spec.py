@@ -33,6 +33,8 @@ __all__ = (
     "spec_from_declarations",
     "spec_for",
     "edge_labels",
+    "DASHED",
+    "EdgeLabel",
 )
 
 START = "__start__"
@@ -77,6 +79,24 @@ class SpecEdge:
     src: str
     dst: str
     label: str = ""
+    dashed: bool = False
+    """Drawn dashed: a fallback route (a workflow's default exit)."""
+
+
+class DashedEdge:
+    """Return-hint metadata that draws an edge dashed: `Annotated[Next, Edge(label=...), DASHED]`."""
+
+    def __repr__(self) -> str:
+        return "DASHED"
+
+
+DASHED = DashedEdge()
+
+
+class EdgeLabel(str):
+    """An edge label that also says how the edge is drawn (`dashed`); a plain `str` otherwise."""
+
+    dashed: bool = True
 
 
 @dataclass(frozen=True)
@@ -111,7 +131,7 @@ class GraphSpec:
             "revision": self.revision,
             "caption": self.caption,
             "nodes": [[n.id, n.kind, n.label] for n in self.nodes],
-            "edges": [[e.src, e.dst, e.label] for e in self.edges],
+            "edges": [[e.src, e.dst, e.label, *(["dashed"] if e.dashed else [])] for e in self.edges],
         }
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -144,7 +164,8 @@ def _assemble(
     has_end = False
     for src, dst in edges:
         has_end = has_end or dst == END
-        spec_edges.append(SpecEdge(src, dst, labels.get((src, dst), "End" if dst == END else "")))
+        label = labels.get((src, dst), "End" if dst == END else "")
+        spec_edges.append(SpecEdge(src, dst, str(label), getattr(label, "dashed", False)))
     if has_end:
         nodes.append(SpecNode(END, "end", "End"))
     return GraphSpec(name, tuple(nodes), tuple(spec_edges), revision, caption, source_digest)
@@ -296,6 +317,8 @@ def _targets(
         if get_origin(arg) is typing.Annotated:
             arg, *meta = get_args(arg)
             label = next((m.label for m in meta if isinstance(m, Edge) and m.label), "")
+            if any(isinstance(m, DashedEdge) for m in meta):
+                label = EdgeLabel(label)
         base = get_origin(arg) or arg
         if base is End:
             out.append((END, label))

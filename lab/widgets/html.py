@@ -28,6 +28,7 @@ CSS = """<style>
 .gl-run table{border-collapse:collapse}.gl-run td,.gl-run th{padding:1px 6px;text-align:left;vertical-align:top}
 .gl-run .gl-error{color:#9f1239;background:#fff1f2;border:1px solid #fecdd3;border-radius:4px;padding:4px 8px;margin:2px 0}
 .gl-run .gl-info{color:#1e3a8a;background:#eff6ff;border:1px solid #bfdbfe;border-radius:4px;padding:4px 8px;margin:2px 0}
+.gl-run tr.gl-ev-warning td{background:#fffbeb;color:#92400e}
 .gl-run .gl-wait{background:#fffbeb;border:2px dotted #E69F00;border-radius:4px;padding:6px 8px}
 .gl-run .gl-status{font:13px var(--jp-ui-font-family,sans-serif)}
 </style>"""
@@ -92,7 +93,11 @@ def _event_summary(ev: EventRecord) -> str:
             return word + (f" · note: {p['note']}" if p.get("note") else "")
         return json.dumps({k: v for k, v in p.items() if k not in ("owner", "kind")}, default=str)
     if kind == "waiting":
-        return f"{p.get('kind', '')}: {p.get('prompt') or ''}"
+        details = p.get("details")
+        prompt = p.get("prompt") or (details.get("prompt") if isinstance(details, dict) else None)
+        return f"{p.get('kind', '')}: {prompt or ''}"
+    if kind == "warning":
+        return f"⚠ {p.get('message', '')}"
     if kind == "failed":
         return f"{p.get('type', '')}: {p.get('message', '')}"
     if kind == "rewind":

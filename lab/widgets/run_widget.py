@@ -118,9 +118,11 @@ class RunWidget(widgets.VBox):
         )
         self.answer_btn = _button("Answer", "gl-answer", "reply")
         self.answer_btn.on_click(lambda _b: self._answer())
-        self.consent = widgets.VBox(
-            [self.wait_info, self.note, widgets.HBox([self.approve_btn, self.deny_btn])]
-        )
+        self.verdicts = widgets.HBox([self.approve_btn, self.deny_btn])
+        self.choices = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
+        """A workflow checkpoint's choices, one button each (the wait's details list them)."""
+        self.choices.add_class("gl-choices")
+        self.consent = widgets.VBox([self.wait_info, self.note, self.verdicts, self.choices])
         self.consent.add_class("gl-consent")
         self.asking = widgets.VBox([widgets.HTML(), widgets.HBox([self.answer, self.answer_btn])])
         self.asking.add_class("gl-asking")
@@ -332,8 +334,9 @@ class RunWidget(widgets.VBox):
         run = self._run
         wait = getattr(run, "wait", None)
         waiting = wait is not None and run.status == "waiting"
-        consent = waiting and wait.kind == "consent"
-        asking = waiting and wait.kind in ("interrupt", "capability")
+        choices = _choices(wait) if waiting else []
+        consent = waiting and (wait.kind == "consent" or bool(choices))
+        asking = waiting and wait.kind in ("interrupt", "capability") and not choices
         # the owner this view shows: a verdict from it names that wait, so a stale view cannot
         # answer a newer wait (seed 001 "single current wait owner")
         self._shown_owner = wait.owner if waiting else None
@@ -346,8 +349,25 @@ class RunWidget(widgets.VBox):
             self.answer.placeholder = (
                 "value to hand the node (JSON, or plain text; empty for none)" if granting else "answer (JSON, or plain text)"
             )
+        self._show_choices(choices, wait.owner if waiting else None)
         self.consent.layout.display = None if consent else "none"
         self.asking.layout.display = None if asking else "none"
+
+    def _show_choices(self, choices: list[dict[str, Any]], owner: str | None) -> None:
+        """A checkpoint's choices as buttons in the consent panel (Approve / Deny and the note hide)."""
+        self.verdicts.layout.display = "none" if choices else None
+        self.note.layout.display = "none" if choices else None
+        key = (owner, tuple(c["id"] for c in choices))
+        if getattr(self, "_choices_key", None) == key:
+            return
+        self._choices_key = key
+        buttons = []
+        for c in choices:
+            b = _button(str(c.get("label") or c["id"]), "gl-choice", style="info")
+            b.tooltip = f"choose {c['id']}"
+            b.on_click(lambda _b, cid=c["id"]: self._choose(cid))
+            buttons.append(b)
+        self.choices.children = tuple(buttons)
 
     # -- which actions are possible ---------------------------------------------------------
 
@@ -393,6 +413,8 @@ class RunWidget(widgets.VBox):
             return f"the process stopped while a station ran; lab.resume({run.id!r}) runs it again"
         wait = getattr(run, "wait", None)
         if status == "waiting" and wait is not None and wait.kind != "breakpoint":
+            if _choices(wait):
+                return f"{wait.node_id} waits for a choice: pick one below"
             what = {
                 "consent": "a verdict: Approve or Deny below",
                 "interrupt": "an answer: answer below",
@@ -416,7 +438,7 @@ class RunWidget(widgets.VBox):
             btn.tooltip = why or _TIPS[action]
         self.retry_btn.layout.display = None if self._run.status == "failed" else "none"
         busy = self.busy
-        for btn in (self.approve_btn, self.deny_btn, self.answer_btn):
+        for btn in (self.approve_btn, self.deny_btn, self.answer_btn, *self.choices.children):
             btn.disabled = busy
             btn.tooltip = f"{self._action} is in progress" if busy else ""
         i, n = self.slider.value, len(self._seqs)
@@ -483,6 +505,16 @@ class RunWidget(widgets.VBox):
         self.note.value = ""
         self._start("Run", lambda: run.arun())
 
+    def _choose(self, choice: str) -> None:
+        """A choice button: answer the checkpoint with its id, then run on."""
+        try:
+            self._run.resume_with(choice, owner=self._shown_owner)
+        except Exception as exc:
+            self._alert = H.alert("error", "Choice failed:", f"{type(exc).__name__}: {exc}")
+            self.refresh()
+            return
+        self._start("Run", lambda: self._run.arun())
+
     def _answer(self) -> None:
         import json
 
@@ -547,6 +579,17 @@ class RunWidget(widgets.VBox):
 
     def __repr__(self) -> str:
         return f"<RunWidget {self._run.id}>"
+
+
+def _choices(wait: Any) -> list[dict[str, Any]]:
+    """The choices a wait offers (a workflow checkpoint's), or [] for any other wait."""
+    details = getattr(wait, "details", None)
+    if getattr(wait, "kind", None) != "interrupt" or not isinstance(details, dict):
+        return []
+    choices = details.get("choices")
+    if not isinstance(choices, list):
+        return []
+    return [c for c in choices if isinstance(c, dict) and isinstance(c.get("id"), str)]
 
 
 _TIPS = {

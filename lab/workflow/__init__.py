@@ -6,6 +6,8 @@ and step manifests), `compile` (stations on the serial engine), `session` (seale
 folders).
 """
 
+from .compile import ActivityContext, ActivityResult, WorkflowGraph, WorkflowState
+from .definition import Definition, load
 from .errors import (
     BagError,
     ChoiceError,
@@ -19,6 +21,12 @@ from .errors import (
 from .expressions import evaluate, parse
 
 __all__ = (
+    "WorkflowGraph",
+    "WorkflowState",
+    "ActivityContext",
+    "ActivityResult",
+    "Definition",
+    "load",
     "parse",
     "evaluate",
     "WorkflowError",

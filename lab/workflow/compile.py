@@ -1,0 +1,419 @@
+"""A workflow definition compiled onto the lab's engine: one station per activity.
+
+Each activity becomes a `BaseNode` class declared in a `WorkflowGraph` (a `LabGraph`), so a
+workflow run is an ordinary run of the serial engine: the same checkpoints, events, time
+travel, store and widget. The state is a `WorkflowState`: the variable bag (validated against
+the declared schema whenever it is written, also by `run.edit_state`) and the trail of exits
+taken. An activity station:
+
+1. asks its checkpoints in order (each parks the run with `interrupt()`; the answer is one of
+   the checkpoint's choices, and the choice's effects set variables or name an exit outright);
+2. otherwise calls its worker (a Python function registered for the activity), writes the
+   variables it returns (only those the activity declares it writes) and checks its step
+   manifest, warn-only: each warning becomes a `warning` event;
+3. tests its exits in declaration order (`exits.choose_exit`) and returns the station its
+   `exit_destinations` name, or End with the bag.
+
+The return hint of every station lists its destinations with the exits' `when` expressions as
+edge labels, so the drawing shows them; the default exit's edge is dashed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic_graph import BaseNode, End, GraphRunContext
+from pydantic_graph.basenode import Edge
+
+from ..errors import GraphDefinitionError, WaitError
+from ..gates import interrupt, warn
+from ..graph import LabGraph
+from ..manifest import source_fingerprint
+from ..render.spec import DASHED
+from .bag import Bag, Variable, repo_facts, seed
+from .definition import END, Activity, Checkpoint, Definition, load
+from .errors import BagError, ChoiceError
+from .exits import ExitTaken, check_manifest, choose_exit, holds
+
+if TYPE_CHECKING:
+    from ..lab import Lab
+    from ..run import Run
+    from .session import SessionFolder
+
+__all__ = (
+    "WorkflowState",
+    "TrailEntry",
+    "ActivityContext",
+    "ActivityResult",
+    "WorkflowGraph",
+    "workflow_graph",
+)
+
+Worker = Callable[["ActivityContext"], Any]
+
+
+class TrailEntry(BaseModel):
+    """One completed activity: the exit it took, why, and where it led."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    activity: str
+    exit: str | None
+    reason: str
+    """`when`, `default`, `checkpoint` or `last` (an activity without exits)."""
+    to: str
+
+
+class WorkflowState(BaseModel):
+    """A workflow run's state: the variable bag and the trail. Each workflow has its own subclass."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    variables: dict[str, Any] = {}
+    trail: list[TrailEntry] = []
+
+    bag_schema: ClassVar[Mapping[str, Variable]] = {}
+
+    @model_validator(mode="after")
+    def _schema(self) -> WorkflowState:
+        Bag(type(self).bag_schema, self.variables).validate(by="the workflow state")
+        return self
+
+
+@dataclass(frozen=True)
+class ActivityContext:
+    """What a worker gets: the activity, a read-only view of the bag, and the run's deps."""
+
+    activity: Activity
+    variables: Mapping[str, Any]
+    deps: Any = None
+
+    @property
+    def user_request(self) -> str | None:
+        return self.variables.get("user_request")
+
+
+@dataclass(frozen=True)
+class ActivityResult:
+    """What a worker returns: the variables it determined and its step manifest."""
+
+    variables: Mapping[str, Any] = field(default_factory=dict)
+    step_manifest: Sequence[Any] | None = None
+
+
+class ActivityNode(BaseNode[WorkflowState, Any, dict[str, Any]]):
+    """Base of the generated activity stations (never declared itself)."""
+
+    __workflow__: ClassVar[WorkflowGraph]
+    __activity__: ClassVar[str]
+
+    async def run(self, ctx: GraphRunContext[WorkflowState, Any]) -> Any:  # replaced per activity
+        return await _run_activity(self, ctx)
+
+
+async def _run_template(self, ctx):  # type: ignore[no-untyped-def]
+    return await _run_activity(self, ctx)
+
+
+async def _run_activity(node: ActivityNode, ctx: GraphRunContext[WorkflowState, Any]) -> Any:
+    wf = type(node).__workflow__
+    definition = wf.definition
+    act = definition.activities[type(node).__activity__]
+    bag = Bag(definition.variables, ctx.state.variables)
+    taken: ExitTaken | None = None
+    for cp in act.checkpoints:
+        if cp.when is not None and not holds(
+            cp.when, bag.values, where=f"activity {act.id} checkpoint {cp.id}"
+        ):
+            continue
+        answer = interrupt(checkpoint_details(act, cp))
+        option = cp.option(answer)
+        if option is None:
+            raise ChoiceError(
+                f"checkpoint {cp.id} of activity {act.id} was answered {answer!r}, which is not one of its "
+                f"choices {[o.id for o in cp.options]}"
+            )
+        bag.write(option.set_variables, by=f"checkpoint {cp.id} choice {option.id}")
+        if option.exit is not None:
+            taken = ExitTaken(option.exit, "checkpoint")
+            break
+    if taken is None:
+        worker = wf.workers.get(act.id)
+        manifest: Sequence[Any] | None = None
+        if worker is not None:
+            result = worker(ActivityContext(act, MappingProxyType(dict(bag.values)), ctx.deps))
+            if inspect.isawaitable(result):
+                result = await result
+            outcome = _outcome(act, result)
+            bag.write(outcome.variables, by=f"activity {act.id}'s worker", allowed=act.writes)
+            manifest = outcome.step_manifest
+        for message in check_manifest(act, manifest):
+            warn(message, activity=act.id, check="step_manifest")
+        taken = choose_exit(act, bag.values) if act.exits else None
+    dest = definition.destination(act.id, taken.exit) if taken is not None else END
+    ctx.state.variables = bag.values
+    ctx.state.trail = [
+        *ctx.state.trail,
+        TrailEntry(
+            activity=act.id,
+            exit=taken.exit if taken else None,
+            reason=taken.reason if taken else "last",
+            to=dest,
+        ),
+    ]
+    if dest == END:
+        return End(dict(bag.values))
+    return wf.station(dest)()
+
+
+def checkpoint_details(act: Activity, cp: Checkpoint) -> dict[str, Any]:
+    """What the wait shows: the prompt and the choices (the widget offers them as buttons)."""
+    return {
+        "workflow_checkpoint": cp.id,
+        "activity": act.id,
+        "prompt": cp.prompt,
+        "choices": [{"id": o.id, "label": o.label} for o in cp.options],
+    }
+
+
+def _outcome(act: Activity, result: Any) -> ActivityResult:
+    if result is None:
+        return ActivityResult()
+    if isinstance(result, ActivityResult):
+        return result
+    if isinstance(result, Mapping):
+        unknown = set(result) - {"variables", "step_manifest"}
+        if unknown:
+            raise BagError(
+                f"activity {act.id}'s worker returned keys {sorted(unknown)}; return "
+                "{'variables': {...}, 'step_manifest': [...]} or an ActivityResult"
+            )
+        return ActivityResult(result.get("variables") or {}, result.get("step_manifest"))
+    raise BagError(
+        f"activity {act.id}'s worker returned a {type(result).__name__}; return an ActivityResult, "
+        "a dict {'variables': {...}, 'step_manifest': [...]}, or None"
+    )
+
+
+# -- the graph ---------------------------------------------------------------------------------
+
+
+class WorkflowGraph(LabGraph):
+    """A compiled workflow: a `LabGraph` whose stations are its activities.
+
+    `wf.start(user_request=...)` starts a run (the same `Run` as any graph's); `wf.choose(run,
+    "choice")` answers a checkpoint; `wf.export(run, folder)` keeps a sealed session folder up to
+    date; `wf.resume(folder)` continues from one.
+    """
+
+    definition: Definition
+    workers: Mapping[str, Worker]
+
+    def __init__(self, lab: Lab, definition: Definition, workers: Mapping[str, Worker]):
+        state_type = type(
+            f"{_pyname(definition.name)}State",
+            (WorkflowState,),
+            {"__module__": __name__, "bag_schema": definition.variables},
+        )
+        super().__init__(
+            lab, definition.name, state_type=state_type, deps_type=Any, output_type=dict[str, Any]
+        )
+        self._key: tuple[Any, ...] = ()
+        self._sessions: dict[str, SessionFolder] = {}
+        self._define(definition, workers)
+
+    def _define(self, definition: Definition, workers: Mapping[str, Worker]) -> None:
+        unknown = sorted(set(workers) - set(definition.activities))
+        if unknown:
+            raise GraphDefinitionError(
+                f"workers given for {unknown}, which are not activities of workflow {definition.name!r} "
+                f"(activities: {list(definition.activities)})"
+            )
+        for act_id, fn in workers.items():
+            if not callable(fn):
+                raise GraphDefinitionError(f"the worker for activity {act_id!r} must be callable, got {fn!r}")
+        key = (definition.digest, tuple(sorted((a, source_fingerprint(w)) for a, w in workers.items())))
+        if key == self._key:
+            return
+        self.definition = definition
+        self.workers = dict(workers)
+        self.state_type.bag_schema = definition.variables  # type: ignore[attr-defined]
+        classes = {a: _station_class(self, definition.activities[a]) for a in definition.activities}
+        for act_id, cls in classes.items():
+            cls.run = _run_for(self, definition.activities[act_id], classes)  # type: ignore[method-assign]
+        for old in [n for n in self._nodes if n not in classes]:
+            del self._nodes[old]
+        self._nodes.update(classes)
+        self._key = key
+        self._changed()
+
+    def station(self, activity: str) -> type[ActivityNode]:
+        return self._nodes[activity]  # type: ignore[return-value]
+
+    # -- running --------------------------------------------------------------------------
+
+    def start(  # type: ignore[override]
+        self,
+        node: Any = None,
+        *,
+        user_request: str | None = None,
+        repo: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+        variables: Mapping[str, Any] | None = None,
+        at: str | None = None,
+        folder: str | os.PathLike[str] | None = None,
+        deps: Any = None,
+        **options: Any,
+    ) -> Run:
+        """Start a run at the initial activity (or `at`), the bag seeded from the declarations.
+
+        `user_request` and the repository facts of `repo` (a working directory, or a mapping of
+        the facts) are written into the bag; `variables` override declared defaults. With
+        `folder`, the run is exported there and the folder kept up to date.
+        """
+        if node is not None:
+            raise GraphDefinitionError(
+                "a workflow starts at an activity: use wf.start(at='activity_id'), not a node"
+            )
+        entry = at or self.definition.initial
+        if entry not in self.definition.activities:
+            raise GraphDefinitionError(
+                f"{entry!r} is not an activity of {self.name!r}: {list(self.definition.activities)}"
+            )
+        facts = repo_facts(repo) if isinstance(repo, str | os.PathLike) else repo
+        bag = seed(self.definition.variables, user_request=user_request, repo=facts, variables=variables)
+        state = self.state_type(variables=bag)
+        run = super().start(self.station(entry)(), state=state, deps=deps, **options)
+        if folder is not None:
+            self.export(run, folder)
+        return run
+
+    def choose(self, run: Run, choice: str) -> Any:
+        """Answer the checkpoint `run` waits at with one of its choices (checked before it is recorded)."""
+        wait = run.wait
+        details = wait.details if wait is not None and isinstance(wait.details, dict) else {}
+        choices = [c["id"] for c in details.get("choices", [])]
+        if wait is None or run.status != "waiting" or "workflow_checkpoint" not in details:
+            raise WaitError(
+                f"run {run.id} is {run.status}, not waiting at a workflow checkpoint; there is nothing to choose"
+            )
+        if choice not in choices:
+            raise ChoiceError(
+                f"{choice!r} is not a choice of checkpoint {details['workflow_checkpoint']} "
+                f"(activity {details.get('activity')}); its choices are {choices}"
+            )
+        answered = run.resume_with(choice, owner=wait.owner)
+        session = self._sessions.get(run.id)
+        if session is not None:
+            session.sync()
+        return answered
+
+    def bag(self, run: Run) -> dict[str, Any]:
+        """The run's variable bag as of its head."""
+        return dict(run.state.variables)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def export(self, run: Run, folder: str | os.PathLike[str]) -> SessionFolder:
+        """Write `run`'s session to `folder` (session.json, .session-token, README) and keep it current."""
+        from .session import attach
+
+        return attach(self, run, folder)
+
+    def resume(
+        self, folder: str | os.PathLike[str], *, user_request: str | None = None, deps: Any = None
+    ) -> Run:
+        """Continue the run a session folder holds (its seal verified first); see `session.resume`."""
+        from .session import resume
+
+        return resume(self, folder, user_request=user_request, deps=deps)
+
+    def __repr__(self) -> str:
+        return f"<WorkflowGraph {self.name!r} activities={list(self._nodes)}>"
+
+
+def _pyname(name: str) -> str:
+    return (
+        "".join(part.capitalize() for part in name.replace("-", "_").replace(".", "_").split("_") if part)
+        or "Workflow"
+    )
+
+
+def _station_class(wf: WorkflowGraph, act: Activity) -> type[ActivityNode]:
+    """A station class for `act`; its declared data (hashed into the manifest) is the activity's
+    definition, its destinations and its worker's source."""
+    worker = wf.workers.get(act.id)
+    body = {
+        "activity": wf.definition.raw_activity(act.id),
+        "destinations": dict(wf.definition.destinations.get(act.id, {})),
+        "variables": [v.to_json() for v in wf.definition.variables.values()],
+        "digest": wf.definition.digest,
+    }
+    return type(
+        act.id,
+        (ActivityNode,),
+        {
+            "__module__": "lab.workflow.stations",
+            "__qualname__": act.id,
+            "__workflow__": wf,
+            "__activity__": act.id,
+            "definition": json.dumps(body, sort_keys=True, default=str),
+            "worker": source_fingerprint(worker) if worker is not None else "",
+        },
+    )
+
+
+def _exit_label(act: Activity, exit_ids: list[str]) -> str:
+    parts = []
+    for exit_id in exit_ids:
+        e = act.exit(exit_id)
+        assert e is not None
+        parts.append(f"{e.id}: {e.when}" if e.when is not None and not e.is_default else f"{e.id} (default)")
+    return " / ".join(parts)
+
+
+def _run_for(wf: WorkflowGraph, act: Activity, classes: Mapping[str, type]) -> Any:
+    """The station's `run`, annotated with its destinations (edge labels: the exits' `when`)."""
+    by_dest: dict[str, list[str]] = {}
+    for e in act.exits:
+        by_dest.setdefault(wf.definition.destination(act.id, e.id), []).append(e.id)
+    if not act.exits:
+        by_dest[END] = []
+    targets: list[Any] = []
+    default = act.default_exit
+    for dest, exit_ids in by_dest.items():
+        target: Any = End[dict[str, Any]] if dest == END else classes[dest]
+        meta: list[Any] = [Edge(label=_exit_label(act, exit_ids))] if exit_ids else []
+        if default is not None and default.id in exit_ids:
+            meta.append(DASHED)
+        targets.append(Annotated[target, *meta] if meta else target)  # type: ignore[valid-type]
+    hint = typing.Union[tuple(targets)] if len(targets) > 1 else targets[0]  # noqa: UP007
+    t = _run_template
+    fn = types.FunctionType(t.__code__, t.__globals__, "run", t.__defaults__, t.__closure__)
+    fn.__qualname__ = f"{act.id}.run"
+    fn.__module__ = __name__
+    fn.__annotations__ = {"return": hint}
+    return fn
+
+
+def workflow_graph(lab: Lab, source: Any, workers: Mapping[str, Worker] | None) -> WorkflowGraph:
+    """Load, validate and compile `source` in `lab` (a second call with the same name redefines it)."""
+    definition = load(source)
+    existing = lab._graphs.get(definition.name)
+    if isinstance(existing, WorkflowGraph):
+        existing._define(definition, dict(workers or {}))
+        return existing
+    if existing is not None:
+        raise GraphDefinitionError(
+            f"the name {definition.name!r} is already a graph of this lab (not a workflow); rename the workflow"
+        )
+    wf = WorkflowGraph(lab, definition, dict(workers or {}))
+    wf.build()  # refuse what cannot run now, not at the first step
+    lab._graphs[definition.name] = wf
+    return wf
