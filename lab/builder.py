@@ -420,6 +420,7 @@ class _NativeView:
     def __init__(self, g: LabGraph, native: Graph[Any, Any, Any, Any]):
         self.lab, self.name, self.native = g.lab, g.name, native
         self.state_type, self.deps_type = g.state_type, g.deps_type
+        self._namespace: dict[str, Any] = {}  # hints resolve through each function's own module
 
 
 def start_entry(g: LabGraph, built: Any, inputs: Any) -> Any:
@@ -428,7 +429,11 @@ def start_entry(g: LabGraph, built: Any, inputs: Any) -> Any:
     from .engine.tasks import TaskInput
     from .errors import StateContractError
 
-    entry = TaskInput(START, inputs)
+    entry: Any = TaskInput(START, inputs)
+    if built.manifest.engine == "superstep":  # a parallel graph's first task carries its fork stack
+        from .engine.superstep import entry_task  # type: ignore[import-not-found, unused-ignore]
+
+        entry = entry_task(START, inputs)
     try:
         built.codec.encode_node(entry)
     except StateContractError as exc:

@@ -2,13 +2,13 @@
 
 A parallel run's checkpoint is a super-step boundary. It holds a frontier (every pending task,
 each with its fork stack) and the joins' accumulators (how many branches each has reduced so
-far). `overlay_from_frontier` turns that, with the stations each earlier step of the branch
+far, and, when the checkpoint records it, how many it still waits for). `overlay_from_frontier` turns that, with the stations each earlier step of the branch
 settled, into an `Overlay`. Pure data in, data out: the widget reads the store, this only counts.
 
 How a join's `k of n` is counted: a join belongs to one run of its parent fork (pydantic-graph's
 `Graph.get_parent_fork(join_id)`). `k` is the branches that have reached it: the items already
 reduced plus the tasks waiting at the join now; `n` adds the tasks still on their way, those
-whose fork stack holds that fork run. When the last one arrives the join fires and leaves the
+whose fork stack holds that fork run (or the count the checkpoint recorded). When the last one arrives the join fires and leaves the
 frontier, so `n of n` shows for the one step in which every branch is at the door.
 """
 
@@ -48,6 +48,8 @@ class JoinProgress:
     join_id: str
     fork_run_id: str
     arrived: int
+    waiting: int | None = None
+    """How many branches it still waits for, when the checkpoint says; else counted from the tasks."""
 
 
 def join_counts(
@@ -58,8 +60,11 @@ def join_counts(
     `parent_forks` maps each join id to its parent fork's id.
     """
     arrived: Counter[tuple[str, str]] = Counter()
+    known: dict[tuple[str, str], int] = {}
     for acc in accumulators:
         arrived[(acc.join_id, acc.fork_run_id)] += acc.arrived
+        if acc.waiting is not None:
+            known[(acc.join_id, acc.fork_run_id)] = acc.waiting
     for t in tasks:
         fork = parent_forks.get(t.node_id)
         if fork is None:
@@ -69,9 +74,11 @@ def join_counts(
             arrived[(t.node_id, run)] += 1
     out: dict[str, tuple[int, int]] = {}
     for (join_id, run), k in arrived.items():
-        coming = sum(
-            1 for t in tasks if t.node_id != join_id and any(f.node_run_id == run for f in t.fork_stack)
-        )
+        coming = known.get((join_id, run))
+        if coming is None:
+            coming = sum(
+                1 for t in tasks if t.node_id != join_id and any(f.node_run_id == run for f in t.fork_stack)
+            )
         a, n = out.get(join_id, (0, 0))
         out[join_id] = (a + k, n + k + coming)
     return out

@@ -53,7 +53,7 @@ _STATION_KINDS: dict[str, NodeKind] = {
     "decision": "decision",
     "map": "map",
     "broadcast": "broadcast",
-    "fork": "broadcast",
+    "fork": "broadcast",  # a fork station names `map` or `broadcast` in its qualname
     "join": "join",
 }
 
@@ -173,7 +173,10 @@ def _assemble(
 
 def spec_from_manifest(manifest: Manifest, labels: Mapping[tuple[str, str], str] | None = None) -> GraphSpec:
     """The drawing of a pinned revision; `labels` (from the declarations) name edges."""
-    stations: list[tuple[str, NodeKind]] = [(s.node_id, drawn_kind(s.kind)) for s in manifest.stations]
+    stations: list[tuple[str, NodeKind]] = [
+        (s.node_id, drawn_kind(s.qualname if s.kind == "fork" and s.qualname in FORK_KINDS else s.kind))
+        for s in manifest.stations
+    ]
     return _assemble(
         manifest.key,
         stations,

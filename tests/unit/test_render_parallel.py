@@ -163,6 +163,7 @@ def test_manifest_station_kinds_draw_as_forks_and_joins():
             Station("work", "step", "work", ("inputs",), "h2"),
             Station("gather", "join", "gather", (), "h3"),
             Station("both", "broadcast", "both", (), "h4"),
+            Station("fan", "fork", "map", (), "h5"),  # a fork station names its kind in its qualname
         ),
         edges=(
             ("__start__", "spread"),
@@ -175,7 +176,12 @@ def test_manifest_station_kinds_draw_as_forks_and_joins():
     ).with_revision(1)
     spec = spec_from_manifest(m, {("spread", "work"): "each"})
     kinds = {n.id: n.kind for n in spec.nodes}
-    assert (kinds["spread"], kinds["gather"], kinds["both"]) == ("map", "join", "broadcast")
+    assert (kinds["spread"], kinds["gather"], kinds["both"], kinds["fan"]) == (
+        "map",
+        "join",
+        "broadcast",
+        "map",
+    )
     assert next(e.label for e in spec.edges if (e.src, e.dst) == ("spread", "work")) == "each"
     assert "shape=trapezium" in to_dot(spec) and "shape=invtrapezium" in to_dot(spec)
 
@@ -251,12 +257,13 @@ def test_join_counts_follow_the_parent_fork_run_under_nested_forks():
         # a task of another run of the outer map does not count toward m1
         FrontierTask("slow", (ForkFrame("map", "m2", 0), ForkFrame("bc", "b9", 1))),
     ]
+    forks = {"inner_join": "bc", "outer_join": "map"}
     counts = join_counts(
-        tasks,
-        [JoinProgress("inner_join", "b2", 2), JoinProgress("outer_join", "m1", 0)],
-        {"inner_join": "bc", "outer_join": "map"},
+        tasks, [JoinProgress("inner_join", "b2", 2), JoinProgress("outer_join", "m1", 0)], forks
     )
     # inner: run b1 has 1 at the door + 1 coming; run b2 reduced 2 (it fired since): summed per join
     assert counts["inner_join"] == (3, 4)
     # outer: 1 at the door; 2 tasks of item 0 still on their way under m1
     assert counts["outer_join"] == (1, 3)
+    # a checkpoint that records which branches a join waits for is taken at its word
+    assert join_counts([], [JoinProgress("outer_join", "m1", 3, waiting=2)], forks) == {"outer_join": (3, 5)}
