@@ -19,7 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .overlay import Overlay
-from .spec import END, START
+from .spec import END, START, GraphSpec
+
+_PASSING = frozenset({"map", "broadcast", "join", "decision"})
 
 __all__ = ("ForkFrame", "FrontierTask", "JoinProgress", "join_counts", "overlay_from_frontier")
 
@@ -88,9 +90,10 @@ def overlay_from_frontier(
     steps: Sequence[Sequence[str]],
     frontier: Sequence[FrontierTask],
     *,
+    spec: GraphSpec,
     accumulators: Iterable[JoinProgress] = (),
     parent_forks: Mapping[str, str] | None = None,
-    edges: Iterable[tuple[str, str]] = (),
+    passing: Iterable[str] | None = None,
     done: bool = False,
     failed: str | None = None,
     parked: Iterable[str] = (),
@@ -98,29 +101,27 @@ def overlay_from_frontier(
 ) -> Overlay:
     """The overlay of a branch whose super-steps settled `steps` (oldest first) and now holds `frontier`.
 
-    Every station with a pending task is lit; one with N > 1 tasks (a mapped step) shows `▶ ×N`.
-    An edge `(a, b)` of `edges` counts as traversed once per task of `b` in the step after one
-    that settled `a` (a super-step runs the whole frontier, so each step's tasks came from the
-    step before). `done` lights `END` instead of the (empty) frontier.
+    Every station with a pending task is lit; one with N > 1 tasks (a mapped step) shows `▶ ×N`;
+    an open join shows `k of n`. `passing` names the nodes a result passes through without a task
+    of its own (default: the spec's forks, joins and decisions, as the super-step engine runs
+    them); `done` lights `END`.
     """
-    visits = Counter(s for step in steps for s in step if s != START)  # the start is a point, not a station
-    pending = Counter(t.node_id for t in frontier)
-    if done:
-        pending = Counter({END: 1})
-    later: list[Counter[str]] = [Counter(step) for step in steps[1:]] + [pending]
-    succ: dict[str, list[str]] = {}
-    for a, b in edges:
-        succ.setdefault(a, []).append(b)
-    traversed: Counter[tuple[str, str]] = Counter()
-    for settled, after in zip(steps, later, strict=True):
-        for a in set(settled):
-            for b in succ.get(a, ()):
-                if after.get(b):
-                    traversed[(a, b)] += after[b]
-    first = steps[0] if steps else [t.node_id for t in frontier]
-    for s in dict.fromkeys(first):  # the start's edge to the entry station(s)
-        if s not in (START, END) and (START, s) in set(edges):
-            traversed[(START, s)] += 1
+    settled = Counter(s for step in steps for s in step)
+    pending = Counter({END: 1}) if done else Counter(t.node_id for t in frontier)
+    accs = list(accumulators)
+    through = frozenset(
+        passing if passing is not None else (n.id for n in spec.nodes if n.kind in _PASSING)
+    )
+    joins = {n.id for n in spec.nodes if n.kind == "join"}
+    edges = list(dict.fromkeys((e.src, e.dst) for e in spec.edges))
+    flow = _Flow(edges, through, settled, pending, {a.join_id for a in accs})
+    traversed = flow.traversed(steps)
+    visits = Counter({s: n for s, n in settled.items() if s != START})  # the start is a point, not a station
+    for x in flow.reached:
+        if x not in flow.open_joins:
+            ins = [n for (a, b), n in traversed.items() if b == x]
+            outs = [n for (a, b), n in traversed.items() if a == x]
+            visits[x] = max(1, sum(outs) if x in joins else sum(ins))
     held = frozenset(parked)
     lit = frozenset(pending) - held - {failed}
     bps = breakpoints or {}
@@ -134,5 +135,66 @@ def overlay_from_frontier(
         breakpoints_before=frozenset(bps.get("before", ())),
         breakpoints_after=frozenset(bps.get("after", ())),
         tasks={s: n for s, n in pending.items() if n > 1},
-        joins=join_counts(frontier, accumulators, parent_forks or {}) if not done else {},
+        joins=join_counts(frontier, accs, parent_forks or {}) if not done else {},
     )
+
+
+class _Flow:
+    """Which edges a branch took, and how often, from what settled and what is pending.
+
+    Counted where the graph says it exactly: a station with one way out sent every settled task
+    down it; a station with one way in got every task it ran or holds from it. Elsewhere the steps
+    tell: `a -> b` counts the tasks of `b` in the step after one that settled `a`. A node results
+    only pass through (`passing`) is reached when something settled into it and something came out
+    of it (or it is a join still gathering).
+    """
+
+    def __init__(
+        self,
+        edges: list[tuple[str, str]],
+        passing: frozenset[str],
+        settled: Counter[str],
+        pending: Counter[str],
+        open_joins: set[str],
+    ):
+        self.edges, self.passing, self.settled, self.pending = edges, passing, settled, pending
+        self.open_joins = set(open_joins)
+        self.succ: dict[str, list[str]] = {}
+        self.pred: dict[str, list[str]] = {}
+        for a, b in edges:
+            self.succ.setdefault(a, []).append(b)
+            self.pred.setdefault(b, []).append(a)
+        self.reached = self._reach()
+
+    def _station_seen(self, x: str) -> bool:
+        return x not in self.passing and (self.settled[x] + self.pending[x]) > 0
+
+    def _reach(self) -> set[str]:
+        reached = set(self.open_joins)
+        changed = True
+        while changed:
+            changed = False
+            for x in self.passing - reached:
+                came = any(self.settled[p] or p in reached for p in self.pred.get(x, ()))
+                went = any(self._station_seen(s) or s in reached for s in self.succ.get(x, ()))
+                if came and went:
+                    reached.add(x)
+                    changed = True
+        return reached
+
+    def traversed(self, steps: Sequence[Sequence[str]]) -> Counter[tuple[str, str]]:
+        out: Counter[tuple[str, str]] = Counter()
+        for a, b in self.edges:
+            left = (a not in self.passing and self.settled[a] > 0) or a in self.reached
+            right = self._station_seen(b) or b in self.reached
+            if left and right:
+                out[(a, b)] = max(1, self._count(a, b, steps))
+        return out
+
+    def _count(self, a: str, b: str, steps: Sequence[Sequence[str]]) -> int:
+        if a not in self.passing and len(self.succ.get(a, ())) == 1:
+            return self.settled[a]
+        if b not in self.passing and len(self.pred.get(b, ())) == 1:
+            return self.settled[b] + self.pending[b]
+        later = [Counter(step) for step in steps[1:]] + [self.pending]
+        return sum(after[b] for now, after in zip(steps, later, strict=True) if a in now)

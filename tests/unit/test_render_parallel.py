@@ -195,55 +195,56 @@ def _texts(g: ET.Element) -> list[str]:
     return ["".join(t.itertext()) for t in g.iter(f"{SVG}text")]
 
 
-def _edges(spec) -> list[tuple[str, str]]:
-    return [(e.src, e.dst) for e in spec.edges]
+START_FRAME = ForkFrame("__start__", "0", 0)
 
 
 def test_svg_lights_every_task_of_a_frontier_and_a_joins_arrivals():
+    """The super-step engine's frontiers: forks, joins and decisions are passed through, never tasks."""
     spec = spec_from_native(squares(), "squares")
-    five = [FrontierTask("square", (ForkFrame("map", "r1", i),)) for i in range(5)]
-    ov = overlay_from_frontier(
-        [["__start__"], ["map"]], five, edges=_edges(spec), parent_forks={"reduce_list_append": "map"}
-    )
-    nodes = _groups(svg_of(spec, ov))
+    five = [FrontierTask("square", (START_FRAME, ForkFrame("map", "1", i))) for i in range(5)]
+    ov = overlay_from_frontier([["__start__"]], five, spec=spec)
+    svg = svg_of(spec, ov)
+    nodes = _groups(svg)
     assert "gl-current" in nodes["square"].get("class") and _texts(nodes["square"]) == ["square", "▶ ×5"]
     assert "gl-map" in nodes["map"].get("class") and "gl-join" in nodes["reduce_list_append"].get("class")
     assert _texts(nodes["map"]) == ["map", "×1"] and "gl-visited" in nodes["map"].get("class")
     assert "gl-visited" not in nodes["__start__"].get("class")  # the start is a point, not a station
-    edge = {
-        e.get("data-edge"): e for e in ET.fromstring(svg_of(spec, ov)).iter(f"{SVG}g") if e.get("data-edge")
-    }
+    edge = {e.get("data-edge"): e for e in ET.fromstring(svg).iter(f"{SVG}g") if e.get("data-edge")}
+    assert edge["__start__→map"].get("class") == "edge gl-trav"
     assert edge["map→square"].get("class") == "edge gl-trav" and _texts(edge["map→square"]) == ["each ×5"]
     assert edge["square→reduce_list_append"].get("class") == "edge gl-idle"
+    done = overlay_from_frontier([["__start__"], ["square"] * 5], [], spec=spec, done=True)
+    assert done.current == {END} and done.joins == {} and done.visits["square"] == 5
+    assert done.traversed[("square", "reduce_list_append")] == 5 and done.visits["reduce_list_append"] == 1
+    assert done.traversed[("reduce_list_append", END)] == 1
 
     spec = spec_from_native(fan(), "fan")
-    frontier = [
-        FrontierTask("reduce_sum", (ForkFrame("broadcast", "r1", 0),)),
-        FrontierTask("b2", (ForkFrame("broadcast", "r1", 1),)),
-        FrontierTask("reduce_sum", (ForkFrame("broadcast", "r1", 2),)),
-    ]
+    branches = [FrontierTask(s, (START_FRAME, ForkFrame("broadcast", "1", i))) for i, s in enumerate("abc")]
+    first = overlay_from_frontier([["__start__"]], branches, spec=spec)
+    assert first.current == {"a", "b", "c"} and first.tasks == {} and first.joins == {}
+    # one step on: a and c reached the join, b's branch goes on to b2
     ov = overlay_from_frontier(
-        [["__start__"], ["broadcast"], ["a", "b", "c"]],
-        frontier,
-        edges=_edges(spec),
-        parent_forks={"reduce_sum": "broadcast"},
+        [["__start__"], ["a", "b", "c"]],
+        [FrontierTask("b2", (START_FRAME, ForkFrame("broadcast", "1", 1)))],
+        accumulators=[JoinProgress("reduce_sum", "broadcast:1", 2, waiting=1)],
+        spec=spec,
     )
     nodes = _groups(svg_of(spec, ov))
-    assert _texts(nodes["reduce_sum"]) == ["reduce_sum", "join ▶ 2 of 3"]
-    assert {"gl-current", "gl-joining"} <= set(nodes["reduce_sum"].get("class").split())
-    assert _texts(nodes["b2"]) == ["b2", "▶ next"] and _texts(nodes["a"]) == ["a", "×1"]
-    # one step on: two reduced, b2's task at the door
-    later = overlay_from_frontier(
-        [["__start__"], ["broadcast"], ["a", "b", "c"], ["reduce_sum", "b2", "reduce_sum"]],
-        [FrontierTask("reduce_sum", (ForkFrame("broadcast", "r1", 1),))],
-        accumulators=[JoinProgress("reduce_sum", "r1", 2)],
-        edges=_edges(spec),
-        parent_forks={"reduce_sum": "broadcast"},
+    assert _texts(nodes["reduce_sum"]) == ["reduce_sum", "join 2 of 3"]
+    assert "gl-joining" in nodes["reduce_sum"].get("class") and "gl-current" not in nodes["reduce_sum"].get(
+        "class"
     )
-    assert later.marks("reduce_sum") == ["▶ 3 of 3", "×2"]
-    assert to_dot(spec, later).count('color="#0072B2" fillcolor="#dbeafe"') == 1  # only the join is lit
-    done = overlay_from_frontier([["reduce_sum"]], [], done=True, edges=_edges(spec))
-    assert done.current == {END} and done.joins == {}
+    assert _texts(nodes["b2"]) == ["b2", "▶ next"] and _texts(nodes["a"]) == ["a", "×1"]
+    assert ov.traversed == {
+        ("__start__", "broadcast"): 1,
+        ("broadcast", "a"): 1,
+        ("broadcast", "b"): 1,
+        ("broadcast", "c"): 1,
+        ("a", "reduce_sum"): 1,
+        ("c", "reduce_sum"): 1,
+        ("b", "b2"): 1,
+    }
+    assert 'reduce_sum [label="reduce_sum\\njoin 2 of 3" color="#56B4E9"' in to_dot(spec, ov)
 
 
 def test_join_counts_follow_the_parent_fork_run_under_nested_forks():
