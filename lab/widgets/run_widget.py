@@ -22,9 +22,9 @@ import ipywidgets as widgets
 from ..diff import diff_json
 from ..engine.loop import lab_loop
 from ..records import CheckpointRecord, EventRecord
-from ..render import END, Overlay, overlay_from_path, spec_from_manifest
-from ..render.spec import read_declarations
+from ..render import END, Overlay, edge_labels, overlay_from_path, spec_from_manifest
 from . import html as H
+from .frontier_view import StepView, is_parallel, next_summary
 from .graph_view import GraphView
 
 if TYPE_CHECKING:
@@ -79,11 +79,9 @@ class RunWidget(widgets.VBox):
 
         manifest = run.lab.store.manifest(run.graph.name, run.revision)
         assert manifest is not None, f"run {run.id}: its graph revision {run.revision} is not in the store"
-        try:
-            labels = read_declarations(run.graph).labels
-        except Exception:  # labels are cosmetic
-            labels = {}
-        self.graph = GraphView(spec=spec_from_manifest(manifest, labels))
+        self.graph = GraphView(spec=spec_from_manifest(manifest, edge_labels(run.graph)))
+        # a parallel run's checkpoints are super-steps: drawn as whole frontiers (frontier_view.py)
+        self._steps = StepView(self.graph.spec, self._records_of) if is_parallel(manifest) else None
         self.graph.layout = widgets.Layout(flex="1 1 55%", min_width="260px", overflow="auto")
 
         self.header = widgets.HTML()
@@ -148,6 +146,8 @@ class RunWidget(widgets.VBox):
             layout=widgets.Layout(width="30%"),
         )
         self.slider.add_class("gl-timeline")
+        if self._steps is not None:  # one checkpoint per super-step: the timeline scrubs by step
+            self.slider.description = "step"
         self.slider.observe(self._on_slide, names="value")
         self.older_btn = _button("", "gl-older", "chevron-left")
         self.newer_btn = _button("", "gl-newer", "chevron-right")
@@ -269,10 +269,19 @@ class RunWidget(widgets.VBox):
             rec = self._records[seq]
         return rec
 
+    def _records_of(self, seqs: list[int]) -> dict[int, CheckpointRecord]:
+        """Checkpoints of the branch, the missing ones read in one store call."""
+        want = [s for s in seqs if s not in self._records]
+        if want:
+            self._records.update({r.seq: r for r in self._run.lab.store.checkpoints_in(self._run.id, want)})
+        return {s: self._records[s] for s in seqs}
+
     def overlay_at(self, index: int) -> Overlay:
         """The overlay of the branch up to the checkpoint at `index` of the timeline."""
         run = self._run
         seqs = self._seqs[: index + 1]
+        if self._steps is not None:
+            return self._step_overlay(seqs, index == len(self._seqs) - 1)
         rec = self._record(seqs[-1])
         path = [self._settled_by[s] for s in seqs[1:] if s in self._settled_by]
         current = [END] if rec.status == "done" else [p.node_id for p in rec.next]
@@ -281,6 +290,17 @@ class RunWidget(widgets.VBox):
         parked = rec.next[0].node_id if rec.status == "waiting" and rec.next else None
         return overlay_from_path(
             path, current, failed=failed, parked=parked, breakpoints=getattr(run, "breakpoints", None)
+        )
+
+    def _step_overlay(self, seqs: list[int], is_head: bool) -> Overlay:
+        """A parallel run's overlay: every task of the checkpoint's frontier lit, open joins counted."""
+        run = self._run
+        assert self._steps is not None
+        failed = (run.error or {}).get("node_id") if is_head and run.status == "failed" else None
+        wait = getattr(run, "wait", None) if is_head else None
+        parked = [wait.node_id] if wait is not None and run.status == "waiting" else []
+        return self._steps.overlay(
+            seqs, failed=failed, parked=parked, breakpoints=getattr(run, "breakpoints", None)
         )
 
     def _show_selected(self) -> None:
@@ -302,7 +322,7 @@ class RunWidget(widgets.VBox):
         self.diff_panel.value = H.diff_table(
             diff, title=f"Changes from checkpoint {parent} to {seq}" if parent is not None else "Changes"
         )
-        nxt = ", ".join(p.node_id for p in rec.next) or "End"
+        nxt = next_summary(rec) if self._steps is not None else ", ".join(p.node_id for p in rec.next) or "End"
         self.timeline_label.value = (
             f'<span class="gl-selected" data-seq="{seq}">checkpoint <b>{seq}</b>{head} · {i + 1} of {len(self._seqs)} · '
             f"{H.escape(rec.status)} · next {H.escape(nxt)}</span>"
