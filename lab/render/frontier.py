@@ -170,17 +170,21 @@ class _Flow:
         return x not in self.passing and (self.settled[x] + self.pending[x]) > 0
 
     def _reach(self) -> set[str]:
-        reached = set(self.open_joins)
-        changed = True
-        while changed:
-            changed = False
-            for x in self.passing - reached:
-                came = any(self.settled[p] or p in reached for p in self.pred.get(x, ()))
-                went = any(self._station_seen(s) or s in reached for s in self.succ.get(x, ()))
-                if came and went:
-                    reached.add(x)
-                    changed = True
-        return reached
+        """Passed-through nodes something settled into (forward) and something came out of (backward)."""
+        came: set[str] = set()
+        went: set[str] = set(self.open_joins)
+        for seen, step, ok in (
+            (came, self.pred, lambda p: bool(self.settled[p]) and p not in self.passing),
+            (went, self.succ, self._station_seen),
+        ):
+            changed = True
+            while changed:
+                changed = False
+                for x in self.passing - seen:
+                    if any(ok(n) or n in seen for n in step.get(x, ())):
+                        seen.add(x)
+                        changed = True
+        return came & went
 
     def traversed(self, steps: Sequence[Sequence[str]]) -> Counter[tuple[str, str]]:
         out: Counter[tuple[str, str]] = Counter()

@@ -48,7 +48,7 @@ def frontier_of(rec: CheckpointRecord) -> tuple[list[FrontierTask], list[JoinPro
             )
             continue
         stack = tuple(
-            ForkFrame(str(f["fork"]), f"{f['fork']}:{f['run']}", int(f.get("thread", 0)))
+            ForkFrame(str(f["fork"]), str(f["run"]), int(f.get("thread", 0)))
             for f in meta.get("fork_stack", ())
         )
         tasks.append(FrontierTask(p.node_id, stack))

@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 from pydantic_graph import GraphBuilder, StepContext
-from pydantic_graph.join import reduce_list_append, reduce_sum
+from pydantic_graph.join import reduce_dict_update, reduce_list_append, reduce_sum
 
 from lab import Manifest, Station
 from lab.manifest import END
@@ -268,3 +268,38 @@ def test_join_counts_follow_the_parent_fork_run_under_nested_forks():
     assert counts["outer_join"] == (1, 3)
     # a checkpoint that records which branches a join waits for is taken at its word
     assert join_counts([], [JoinProgress("outer_join", "m1", 3, waiting=2)], forks) == {"outer_join": (3, 5)}
+
+
+def test_chained_forks_and_joins_light_through():
+    """A join that fired into a broadcast: both passed through in one step, both drawn as visited."""
+    g = GraphBuilder(input_type=list[int], output_type=dict[str, int])
+
+    @g.step
+    async def square(ctx: StepContext[None, None, int]) -> int:
+        return ctx.inputs**2
+
+    @g.step
+    async def total(ctx: StepContext[None, None, list[int]]) -> dict[str, int]:
+        return {"total": sum(ctx.inputs)}
+
+    @g.step
+    async def biggest(ctx: StepContext[None, None, list[int]]) -> dict[str, int]:
+        return {"biggest": max(ctx.inputs)}
+
+    collect = g.join(reduce_list_append, initial_factory=list[int])
+    summary = g.join(reduce_dict_update, initial_factory=dict[str, int])
+    g.add(
+        g.edge_from(g.start_node).map().to(square),
+        g.edge_from(square).to(collect),
+        g.edge_from(collect).to(total, biggest),
+        g.edge_from(total, biggest).to(summary),
+        g.edge_from(summary).to(g.end_node),
+    )
+    spec = spec_from_native(g.build(), "two_stage")
+    frontier = [FrontierTask(s, (START_FRAME,)) for s in ("total", "biggest")]
+    ov = overlay_from_frontier([["__start__"], ["square"] * 5], frontier, spec=spec)
+    assert ov.traversed[("square", "reduce_list_append")] == 5
+    assert ov.traversed[("reduce_list_append", "broadcast")] == 1
+    assert ov.traversed[("broadcast", "total")] == ov.traversed[("broadcast", "biggest")] == 1
+    assert ov.visits["reduce_list_append"] == ov.visits["broadcast"] == 1
+    assert ("total", "reduce_dict_update") not in ov.traversed and "reduce_dict_update" not in ov.visits
