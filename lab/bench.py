@@ -10,7 +10,10 @@ One process, one graph (a `Loop` node that counts to N and ends), several ways t
 * `lab_step`, `lab_batch` — `run.run()` on a DuckDB file with `durability="step"` / `"batch"`;
 * `lab_memory` — `run.run()` on `Lab(":memory:")` with step durability;
 * `lab_step_async` — `await run.arun()` inside the benchmark's own event loop, step durability
-  on a DuckDB file.
+  on a DuckDB file;
+* `lab_step_fsync` — `run.run()` on a DuckDB file opened with `Lab(path, fsync=True)`, step
+  durability: every settled boundary reaches the disk (one `fdatasync` each) before the next
+  station runs.
 
 Per-station time is the wall time of a whole N-visit run divided by N. Every variant is timed
 R times, round-robin (variant A, B, C, ... then again), so machine noise hits them alike; the
@@ -104,6 +107,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("lab_batch", 'lab, `durability="batch"`, DuckDB file, `run.run()`', 2.0),
     Variant("lab_memory", 'lab, step, `Lab(":memory:")`, `run.run()`', 5.0),
     Variant("lab_step_async", "lab, step, DuckDB file, `await run.arun()`", 5.0),
+    Variant("lab_step_fsync", 'lab, step, `Lab(path, fsync=True)`, DuckDB file, `run.run()`', 2.5),
 )
 """Every variant, in report order. The floor is first; ratios are to its median."""
 
@@ -370,8 +374,8 @@ def _setup(
     """Build each variant's graph (and lab) once; return its one-run measure by key."""
     from .lab import Lab
 
-    def lab_graph(path: str, durability: str) -> Any:
-        lab = Lab(path, durability=durability)  # type: ignore[arg-type]
+    def lab_graph(path: str, durability: str, fsync: bool = False) -> Any:
+        lab = Lab(path, durability=durability, fsync=fsync)  # type: ignore[arg-type]
         labs.append(lab)
         return declare(lab)
 
@@ -387,9 +391,9 @@ def _setup(
         graph = idiomatic_graph()
         return lambda: runner.run(run_idiomatic(graph, visits))
 
-    def lab_sync(name: str | None, durability: str) -> Callable[[], Measure]:
+    def lab_sync(name: str | None, durability: str, fsync: bool = False) -> Callable[[], Measure]:
         def make() -> Measure:
-            g = mem_graph if name is None else lab_graph(os.path.join(root, f"{name}.duckdb"), durability)
+            g = mem_graph if name is None else lab_graph(os.path.join(root, f"{name}.duckdb"), durability, fsync)
             return lambda: run_lab_sync(g, visits)
 
         return make
@@ -405,6 +409,7 @@ def _setup(
         "lab_batch": lab_sync("batch", "batch"),
         "lab_memory": lab_sync(None, "step"),
         "lab_step_async": lab_async,
+        "lab_step_fsync": lab_sync("step_fsync", "step", fsync=True),
     }
     return {key: makers[key]() for key in keys}
 

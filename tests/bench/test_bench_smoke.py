@@ -19,7 +19,7 @@ def test_benchmark_reports_every_variant(tmp_path):
         assert v.median is not None and v.median > 0
         assert v.minimum is not None and v.minimum > 0
         assert report.ratio(key) is not None
-    for key in ("lab_step", "lab_batch", "lab_memory", "lab_step_async"):
+    for key in ("lab_step", "lab_batch", "lab_memory", "lab_step_async", "lab_step_fsync"):
         assert report.variants[key].target is not None
         assert report.met(key) in (True, False)
         assert len(report.variants[key].folded) == 1

@@ -167,6 +167,27 @@ def test_a_lone_surrogate_in_the_state_is_refused_at_that_step_naming_the_field(
         assert lab.sql("select count(*) from checkpoints where run_id = ?", [run.id]).fetchall() == [(3,)]
 
 
+def test_a_line_duckdb_cannot_read_is_salvaged_without_losing_an_unrelated_finished_run(tmp_path):
+    """A journal an older Graph Lab wrote with a lone surrogate escaped by the stdlib (DuckDB rejects it)."""
+    db = tmp_path / "lab.duckdb"
+    left = worker(db, "leave")
+    journal = journal_of(db)
+    data = journal.read_bytes()
+    s = scan(data)
+    first_end = s.complete[0][1]  # after the done run's first transaction
+    bad = {"t": "ev", "run_id": left["running"], "seq": 999, "kind": "failed", "payload": {"message": "caf\udce9"}}
+    bad.update(j=10_000, tx=10_000, end=True, created_at=1.0e9)
+    journal.write_bytes(data[:first_end] + json.dumps(bad).encode() + b"\n" + data[first_end:])
+    with pytest.raises(StoreError, match="python -m lab salvage"):
+        Lab(db)
+    done = cli("salvage", "--store", str(db))
+    assert done.returncode == 0 and "1 transaction(s) the database cannot fold" in done.stdout, done.stdout
+    with Lab(db) as lab:
+        declare(lab)
+        assert lab.run(left["done"]).output == 6
+        assert lab.resume(left["running"]).run().output == 6
+
+
 # -- 3. disk full ------------------------------------------------------------------------------
 
 
