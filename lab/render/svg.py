@@ -22,12 +22,15 @@ __all__ = ("Layout", "layout", "clear_layout_cache", "CSS")
 
 CSS = """
 svg.gl-graph .gl-mark{font-size:10.5px;font-weight:700;fill:#111}
-svg.gl-graph g.gl-visited>path,svg.gl-graph g.gl-visited>polygon,svg.gl-graph g.gl-visited>ellipse{fill:#e5e7eb}
-svg.gl-graph g.gl-joining>path,svg.gl-graph g.gl-joining>polygon{stroke:#56B4E9;stroke-width:3.2px}
-svg.gl-graph g.gl-current>path,svg.gl-graph g.gl-current>polygon,svg.gl-graph g.gl-current>ellipse{stroke:#0072B2;stroke-width:3.2px;fill:#dbeafe}
+svg.gl-graph g.gl-visited>:is(path,polygon,ellipse):first-of-type{fill:#e5e7eb}
+svg.gl-graph g.gl-joining>:is(path,polygon){stroke:#56B4E9;stroke-width:3.2px}
+svg.gl-graph g.gl-current>:is(path,polygon,ellipse){stroke:#0072B2;stroke-width:3.2px}
+svg.gl-graph g.gl-current>:is(path,polygon,ellipse):first-of-type{fill:#dbeafe}
 svg.gl-graph g.gl-current>text{font-weight:700}
-svg.gl-graph g.gl-failed>path,svg.gl-graph g.gl-failed>polygon,svg.gl-graph g.gl-failed>ellipse{stroke:#D55E00;stroke-width:3.2px;stroke-dasharray:7 4;fill:#fde2d4}
-svg.gl-graph g.gl-parked>path,svg.gl-graph g.gl-parked>polygon,svg.gl-graph g.gl-parked>ellipse{stroke:#E69F00;stroke-width:3.2px;stroke-dasharray:2 3;fill:#fdf1d6}
+svg.gl-graph g.gl-failed>:is(path,polygon,ellipse){stroke:#D55E00;stroke-width:3.2px;stroke-dasharray:7 4}
+svg.gl-graph g.gl-failed>:is(path,polygon,ellipse):first-of-type{fill:#fde2d4}
+svg.gl-graph g.gl-parked>:is(path,polygon,ellipse){stroke:#E69F00;stroke-width:3.2px;stroke-dasharray:2 3}
+svg.gl-graph g.gl-parked>:is(path,polygon,ellipse):first-of-type{fill:#fdf1d6}
 svg.gl-graph g.gl-break>text.gl-mark{fill:#7c2d12}
 svg.gl-graph g.gl-trav>path{stroke:#0072B2;stroke-width:2.8px}
 svg.gl-graph g.gl-trav>polygon{stroke:#0072B2;fill:#0072B2}
