@@ -137,13 +137,15 @@ class Lab:
 
         Re-run the cells that define the run's graph first: a run is pinned to the revision it
         started on, and resuming onto a changed graph is refused (fork onto the new revision).
-        An interrupted station (the process died while it ran) is run again only because you
-        asked here.
+        An interrupted station (the process died while it ran, or Ctrl-C stopped it) is run again
+        only because you asked here; in the process that was interrupted this continues the same
+        handle (as `run.retry()` does).
         """
         live = self._live.get(run_id)
         if live is not None:
             if deps is not None:
                 live._deps = deps
+            live._continue_interrupted()
             _note_run(live)
             return live
         rec = self.store.get_run(run_id)

@@ -261,22 +261,44 @@ class Run(Waits, TimeTravel):
         return self
 
     def retry(self) -> StepResult:
-        """Attempt the failed station again from the same head, as a new attempt."""
+        """Attempt the failed or interrupted station again from the same head, as a new attempt."""
         return run_sync(self.aretry())
 
     async def aretry(self) -> StepResult:
-        if self._status != "failed":
-            raise RunStateError(f"run {self.id} is {self._status}, not failed; retry() follows a failure")
-        self._write(
-            [
-                self._event_row("retry", node_id=self.next_stations[0], checkpoint_seq=self._head, payload={"after": self._error}),
-                self.lab.store.update_row(self.id, status="running", head_seq=self._head),
-            ],
-            sync=True,
-        )
-        self._status = "running"
-        self._error = None
+        if self._status not in ("failed", "interrupted"):
+            raise RunStateError(
+                f"run {self.id} is {self._status}, not failed or interrupted; retry() follows a failure or an interrupt"
+            )
+        with self._exclusive("retry"):
+            self._write(
+                [
+                    self._event_row(
+                        "retry",
+                        node_id=self.next_stations[0],
+                        checkpoint_seq=self._head,
+                        payload={"after": self._error or {"status": self._status}},
+                    ),
+                    self.lab.store.update_row(self.id, status="running", head_seq=self._head),
+                ],
+                sync=True,
+            )
+            self._status = "running"
+            self._error = None
         return await self.astep()
+
+    def _continue_interrupted(self) -> None:
+        """`lab.resume` of a run interrupted in this process: its station may run again."""
+        with self._exclusive("resume"):
+            if self._status != "interrupted":
+                return
+            self._write(
+                [
+                    self._event_row("resumed", checkpoint_seq=self._head, payload={"status_before": "interrupted"}),
+                    self.lab.store.update_row(self.id, status="running", head_seq=self._head),
+                ],
+                sync=True,
+            )
+            self._status = "running"
 
     def pause(self) -> None:
         """Stop a `run()` at the next boundary (the station in flight finishes)."""
@@ -323,8 +345,8 @@ class Run(Waits, TimeTravel):
             )
         if self._status == "interrupted":
             raise RunStateError(
-                f"run {self.id} was interrupted while a station was in flight; call lab.resume({self.id!r}) "
-                "to run that station again"
+                f"run {self.id} was interrupted while a station was in flight; call run.retry() or "
+                f"lab.resume({self.id!r}) to run that station again"
             )
         current = self.graph.build()
         if current.manifest.digest != self._built.manifest.digest:
@@ -473,7 +495,7 @@ class Run(Waits, TimeTravel):
         self._unflushed = 0
         self._last = StepResult(node_id, "failed", None, self.next_stations, error=f"{type(error).__name__}: {error}")
 
-    def aborted(self, *, attempt: int, node_id: str) -> None:
+    def aborted(self, *, attempt: int, node_id: str, reason: str = "cancelled in flight") -> None:
         self._restore_head_state()
         if self._cancel_requested:
             self._finish_cancel(node_id=node_id, attempt=attempt)
@@ -481,7 +503,7 @@ class Run(Waits, TimeTravel):
         self._status = "interrupted"
         self._write(
             [
-                self._event_row("interrupted", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload={"reason": "cancelled in flight"}),
+                self._event_row("interrupted", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload={"reason": reason}),
                 self.lab.store.update_row(self.id, status="interrupted", head_seq=self._head),
             ],
             sync=True,

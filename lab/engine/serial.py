@@ -50,8 +50,8 @@ class EngineHooks(Protocol):
         """The station raised, or returned something the manifest does not permit."""
         ...
 
-    def aborted(self, *, attempt: int, node_id: str) -> None:
-        """The station was cancelled in flight."""
+    def aborted(self, *, attempt: int, node_id: str, reason: str = "cancelled in flight") -> None:
+        """The station was cancelled (or hit by Ctrl-C) in flight."""
         ...
 
     def parked(self, *, attempt: int, node_id: str, signal: WaitSignal) -> None:
@@ -102,16 +102,11 @@ async def drive(
             token = station_context.set(context)  # the node's task copies it when it starts
             try:
                 result = await graph_run.next(request)
-            except asyncio.CancelledError:
-                hooks.aborted(attempt=attempt, node_id=node_id)
-                raise
-            except Exception as exc:
-                signal = _wait_signal(exc)
-                if signal is not None:
-                    hooks.parked(attempt=attempt, node_id=node_id, signal=signal)
-                    return Stop("waiting", settled)
-                hooks.failed(attempt=attempt, node_id=node_id, error=exc)
-                return Stop("failed", settled)
+            except BaseException as exc:
+                stop = _raised(hooks, attempt, node_id, exc, settled)
+                if stop is None:
+                    raise
+                return stop
             finally:
                 station_context.reset(token)
             request = None
@@ -126,6 +121,26 @@ async def drive(
             if hooks.after(node_id=node_id):
                 return Stop("waiting", settled)
             node_id = nxt_id
+
+
+def _raised(hooks: EngineHooks, attempt: int, node_id: str, exc: BaseException, settled: int) -> Stop | None:
+    """Record a station that raised: why `drive` stops, or None when `exc` must reach the caller.
+
+    Cancellation and Ctrl-C abort the station (`interrupted`); `SystemExit` and other
+    `BaseException`s fail it, and propagate: the lab records them but never swallows them.
+    """
+    if isinstance(exc, asyncio.CancelledError):
+        hooks.aborted(attempt=attempt, node_id=node_id)
+        return None
+    if isinstance(exc, KeyboardInterrupt):
+        hooks.aborted(attempt=attempt, node_id=node_id, reason="KeyboardInterrupt in flight")
+        return None
+    signal = _wait_signal(exc) if isinstance(exc, Exception) else None
+    if signal is not None:
+        hooks.parked(attempt=attempt, node_id=node_id, signal=signal)
+        return Stop("waiting", settled)
+    hooks.failed(attempt=attempt, node_id=node_id, error=exc)
+    return Stop("failed", settled) if isinstance(exc, Exception) else None
 
 
 def _settle(manifest: Manifest, hooks: EngineHooks, attempt: int, node_id: str, result: Any) -> str | None:
