@@ -473,7 +473,7 @@ def test_wrong_arguments(ip: Any) -> None:
         "graph nope": r"no graph 'nope' declared in this kernel; declared: \['counter'\]",
         "fork 1 2": r"takes \[SEQ\] \[--current\]",
         'rewind "1': r"%lab rewind: cannot read",
-        "retry": r"not failed; retry\(\) follows a failure",
+        "retry": r"not failed or interrupted; retry\(\) follows a failure",
         "cancel now": r"%lab cancel takes no arguments, got 'now'",
         "answer": r"%lab answer needs the answer",
         "answer 'eu'": r"not waiting; there is nothing to resume_with",
