@@ -768,6 +768,15 @@ class DuckDBStore:
             row = con.execute("SELECT list(seq ORDER BY seq) FROM checkpoints WHERE run_id = ?", [run_id]).fetchone()
         return list(row[0] or [])
 
+    def parents(self, run_id: str) -> dict[int, int | None]:
+        """Each checkpoint's parent (`seq -> parent_seq`): the run's checkpoint tree, without states."""
+        with self._reading() as con:
+            row = con.execute(
+                "SELECT list(seq ORDER BY seq), list(parent_seq ORDER BY seq) FROM checkpoints WHERE run_id = ?",
+                [run_id],
+            ).fetchone()
+        return dict(zip(row[0] or [], row[1] or [], strict=True))
+
     def branch(self, run_id: str, head: int) -> list[int]:
         """The sequence numbers from the root to `head`, following parent links."""
         with self._reading() as con:

@@ -169,11 +169,21 @@ def wait_panel(kind: str, node_id: str, prompt: str | None, details: Any) -> str
 
 
 def status_line(
-    run_id: str, graph: str, revision: int, status: str, head: Any, nxt: Iterable[str], note: str = ""
+    run_id: str,
+    graph: str,
+    revision: int,
+    status: str,
+    head: Any,
+    nxt: Iterable[str],
+    note: str = "",
+    *,
+    label: str | None = None,
 ) -> str:
+    """The widget's header; `label` is the status in words (`paused` for an idle `running` run)."""
     marks = {
         "created": "○",
         "running": "▶",
+        "paused": "⏸",
         "waiting": "‖",
         "queued": "→",
         "done": "✔",
@@ -181,10 +191,12 @@ def status_line(
         "cancelled": "⊘",
         "interrupted": "⚠",
     }
+    word = label or status
     nexts = ", ".join(nxt) or "—"
     extra = f" · {escape(note)}" if note else ""
     return (
         f'{CSS}<div class="gl-status"><b>{escape(graph)}@{revision}</b> · <code>{escape(run_id)}</code> · '
-        f'<span class="gl-run-status" data-status="{escape(status)}">{marks.get(status, "")} {escape(status)}</span>'
+        f'<span class="gl-run-status" data-status="{escape(status)}" data-label="{escape(word)}">'
+        f"{marks.get(word, '')} {escape(word)}</span>"
         f" · head {escape(str(head))} · next {escape(nexts)}{extra}</div>"
     )

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
@@ -24,6 +25,7 @@ from ..engine.loop import lab_loop
 from ..records import CheckpointRecord, EventRecord
 from ..render import END, Overlay, edge_labels, overlay_from_path, spec_from_manifest
 from . import html as H
+from .branches import Branch, branches
 from .frontier_view import StepView, is_parallel, next_summary
 from .graph_view import GraphView
 
@@ -72,6 +74,8 @@ class RunWidget(widgets.VBox):
         self._follow = True
         self._shown_owner: str | None = None
         self._seqs: list[int] = []
+        self._tip: int | None = None  # the branch picked in the picker; None: the head's branch
+        self._branches: list[Branch] = []
         self._records: dict[int, CheckpointRecord] = {}
         self._event_count, tail = run.event_tail(_EVENTS_SHOWN)  # a long run: read only what is shown
         self._events: deque[EventRecord] = deque(tail, maxlen=_EVENTS_SHOWN)
@@ -156,12 +160,18 @@ class RunWidget(widgets.VBox):
         self.newer_btn.on_click(lambda _b: self._nudge(+1))
         self.timeline_label = widgets.HTML()
         self.timeline_label.add_class("gl-timeline-label")
+        self.branch_picker = widgets.Dropdown(
+            options=[], description="branch", layout=widgets.Layout(width="auto", display="none")
+        )
+        self.branch_picker.add_class("gl-branches")
+        self.branch_picker.observe(self._on_branch, names="value")
         self.rewind_btn = _button("Rewind here", "gl-rewind", "undo")
         self.fork_btn = _button("Fork here", "gl-fork", "code-fork")
         self.rewind_btn.on_click(lambda _b: self._act("Rewind", self._rewind))
         self.fork_btn.on_click(lambda _b: self._act("Fork", self._fork))
         timeline = widgets.HBox(
             [
+                self.branch_picker,
                 self.older_btn,
                 self.slider,
                 self.newer_btn,
@@ -210,6 +220,14 @@ class RunWidget(widgets.VBox):
         return self._seqs[i] if 0 <= i < len(self._seqs) else None
 
     @property
+    def status_label(self) -> str:
+        """The run's status in words: a `running` run that nothing is moving is `paused` (at a
+        boundary, after Pause or between steps); the stored status stays `running`."""
+        status = self._run.status
+        moving = self.busy or self._run._busy.locked()
+        return "paused" if status == "running" and not moving else status
+
+    @property
     def busy(self) -> bool:
         """An action started from this view (Step, Run, Retry, continuing a verdict) is going on."""
         return self._task is not None
@@ -243,8 +261,7 @@ class RunWidget(widgets.VBox):
                 )
 
     def _refresh(self) -> None:
-        run = self._run
-        seqs = list(run.history().seqs)
+        seqs = self._branch_seqs()
         if seqs != self._seqs:
             known = set(seqs)
             self._records = {s: r for s, r in self._records.items() if s in known}
@@ -258,6 +275,60 @@ class RunWidget(widgets.VBox):
             self._updating = None
         self._show_selected()
         self._show_run()
+
+    # -- the branch picker (the checkpoint tree) ----------------------------------------------
+
+    def _branch_seqs(self) -> list[int]:
+        """The timeline's checkpoints: the picked branch, else root to head. Refreshes the picker."""
+        run = self._run
+        store = run.lab.store
+        head_branch = list(run.history().seqs)
+        if self._tip is None and len(store.seqs(run.id)) == len(head_branch):
+            found: list[Branch] = []  # never rewound: one branch, no picker
+        else:
+            found = branches(store.parents(run.id), run.head)
+        if self._tip is not None and all(b.tip != self._tip for b in found):
+            self._tip = None  # that branch is gone (pruned)
+        if found != self._branches:
+            self._branches = found
+            with self._quiet():
+                self.branch_picker.options = [(b.label, b.tip) for b in found]
+                self.branch_picker.value = self._picked_tip()
+            self.branch_picker.layout.display = None if len(found) > 1 else "none"
+        elif found:
+            with self._quiet():
+                self.branch_picker.value = self._picked_tip()
+        if self._tip is None:
+            return head_branch
+        return store.branch(run.id, self._tip)
+
+    @contextlib.contextmanager
+    def _quiet(self) -> Iterator[None]:
+        """Change the picker or the timeline from code: their observers ignore it (this thread only)."""
+        before, self._updating = self._updating, threading.get_ident()
+        try:
+            yield
+        finally:
+            self._updating = before
+
+    def _picked_tip(self) -> int | None:
+        if self._tip is not None:
+            return self._tip
+        return next((b.tip for b in self._branches if b.has_head), None)
+
+    def _on_branch(self, change: dict[str, Any]) -> None:
+        if self._updating == threading.get_ident() or change["new"] is None:
+            return
+        with self._lock:
+            head_tip = next((b.tip for b in self._branches if b.has_head), None)
+            self._tip = None if change["new"] == head_tip else change["new"]
+            self._follow = self._tip is None
+            if self._tip is not None:
+                with self._quiet():
+                    self.slider.value = 0
+        self.refresh()
+        if self._tip is not None:  # show the picked branch at its tip
+            self.slider.value = self.slider.max
 
     def _record(self, seq: int) -> CheckpointRecord:
         """A checkpoint of the branch, read once (with its parent, which the diff needs)."""
@@ -332,7 +403,8 @@ class RunWidget(widgets.VBox):
         run = self._run
         note = f"{self._action.lower()} in progress…" if self.busy and self._action else ""
         self.header.value = H.status_line(
-            run.id, run.graph.name, run.revision, run.status, run.head, run.next_stations, note
+            run.id, run.graph.name, run.revision, run.status, run.head, run.next_stations, note,
+            label=self.status_label,
         )
         msgs = [self._alert] if self._alert else []
         if run.status == "failed" and run.error:
@@ -483,6 +555,7 @@ class RunWidget(widgets.VBox):
             return
         self._alert = ""
         self._follow = True
+        self._tip = None  # a step goes on from the head: show the head's branch
         self._action = name
         self._idle.clear()
         try:
@@ -562,6 +635,7 @@ class RunWidget(widgets.VBox):
         seq = self.selected_seq
         assert seq is not None
         self._run.rewind(seq)
+        self._tip = None  # the head is on the branch shown; follow it again
         self._follow = True  # the refresh moves the timeline to the new head
 
     def _fork(self) -> None:
