@@ -183,7 +183,7 @@ def status_line(
     marks = {
         "created": "○",
         "running": "▶",
-        "paused": "⏸",
+        "paused": "❚❚",
         "waiting": "‖",
         "queued": "→",
         "done": "✔",

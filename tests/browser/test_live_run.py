@@ -84,6 +84,8 @@ def test_long_run_updates_live_kernel_answers_pause_stops(page, jupyter_server: 
     w.locator(".gl-pause").click()
     expect(w.locator(".gl-status")).not_to_contain_text("in progress")
     expect(w.locator(".gl-run-status")).to_have_attribute("data-status", "running")  # paused, not done
+    expect(w.locator(".gl-run-status")).to_have_attribute("data-label", "paused")
+    expect(w.locator(".gl-run-status")).to_contain_text("❚❚ paused")
     stopped = _seq(page)
     assert first + 3 < stopped < 2000
     expect(w.locator(".gl-event-log tr.gl-ev").first).to_have_class(

@@ -231,13 +231,12 @@ CONSENT = REPO / "notebooks" / "consent.ipynb"
 
 
 def test_consent_notebook_gate_is_approved_after_kernel_restart(tmp_path: Path, kernel_dir: Path) -> None:
-    """consent.ipynb's cells up to `g.start(...)`, run to the gate; a new kernel approves with `%lab approve`."""
+    """consent.ipynb's cells up to `g.start(...)`, which runs to the gate; a new kernel approves with `%lab approve`."""
     defining, start_cell = defining_cells(CONSENT)
 
     first = new_notebook(cells=[new_code_cell(s) for s in defining])
-    first.cells.append(
-        new_code_cell(start_cell + "\nrun.run()\nprint(run.id, run.status, run.wait.node_id)")
-    )
+    assert "run.run()" in start_cell  # the notebook's own start cell parks the run at the gate
+    first.cells.append(new_code_cell(start_cell + "\nprint(run.id, run.status, run.wait.node_id)"))
     execute(first, tmp_path, kernel_dir)
     run_id, status, node = first.cells[-1].outputs[-1]["text"].split()
     assert (status, node) == ("waiting", "ConfirmSend")

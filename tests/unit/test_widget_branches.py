@@ -5,7 +5,7 @@ Scenarios:
 - after a rewind and a step in the widget, the picker offers both branches; picking the old
   one shows it on the timeline (its tip, its state) without moving the head; Rewind here on
   it makes it the head's branch again; a Step goes back to following the head
-- a run stepped and then idle reads "⏸ paused", not "▶ running"; a done run reads done
+- a run stepped and then idle reads "❚❚ paused", not "▶ running"; a done run reads done
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def test_an_idle_running_run_reads_paused(mem_lab) -> None:
     assert 'data-label="created"' in w.header.value
     _step(w)
     assert run.status == "running" and w.status_label == "paused"
-    assert 'data-status="running" data-label="paused">⏸ paused<' in w.header.value
+    assert 'data-status="running" data-label="paused">❚❚ paused<' in w.header.value
     assert "▶ running" not in w.header.value
     w.run_btn.click()
     assert w.wait(10) and 'data-label="done">✔ done<' in w.header.value
