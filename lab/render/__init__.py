@@ -12,6 +12,7 @@ from .mermaid import to_mermaid
 from .native import native_labels, spec_from_native
 from .overlay import Overlay, overlay_from_path
 from .spec import (
+    DASHED,
     END,
     FORK_KINDS,
     START,
@@ -33,6 +34,7 @@ __all__ = (
     "SpecEdge",
     "START",
     "END",
+    "DASHED",
     "FORK_KINDS",
     "spec_for",
     "spec_from_native",
