@@ -191,6 +191,8 @@ class DuckDBStore:
         self.path = path
         self.fsync = fsync
         self.fold_every = fold_every
+        self._fold_after = 0
+        """After a fold failed behind a write: the journal length at which to try again."""
         self.read_only = read_only
         self.closed = False
         self.recovered = False
@@ -399,8 +401,17 @@ class DuckDBStore:
                     self._buffer.pop()  # this transaction failed: never written later
                     self._buffer_lines -= len(rows)
                     raise
-                if self._journal.pending_lines >= self.fold_every:
-                    self.fold()
+                pending = self._journal.pending_lines
+                if pending >= self.fold_every and pending >= self._fold_after:
+                    try:
+                        self.fold()
+                    except StoreError as exc:
+                        # this transaction is in the journal: a fold that cannot run now (disk full)
+                        # is retried later, and a read or close reports it; the write succeeded
+                        self._fold_after = pending + self.fold_every
+                        log.warning("store %s: fold postponed: %s", self.path, exc)
+                    else:
+                        self._fold_after = 0
 
     def flush(self) -> None:
         """Hand buffered transactions to the OS (durability="batch" calls this every N boundaries)."""

@@ -212,6 +212,33 @@ def test_a_full_disk_fails_the_step_keeps_the_journal_well_formed_and_loses_noth
         assert [e.seq for e in events] == list(range(len(events)))  # nothing written twice, no gap
 
 
+def test_a_fold_that_fails_after_a_journal_write_does_not_fail_the_write(tmp_path, monkeypatch):
+    """The write is durable in the journal; only the bulk fold behind it is postponed (disk full)."""
+    from lab.store import DuckDBStore
+
+    lab = Lab(tmp_path / "lab.duckdb")
+    try:
+        lab.store.fold_every = 5
+        real_fold = DuckDBStore.fold
+        failures = []
+
+        def full_disk_fold(store):
+            if len(failures) < 2:
+                failures.append(1)
+                raise StoreError("cannot fold: No space left on device")
+            real_fold(store)
+
+        monkeypatch.setattr(DuckDBStore, "fold", full_disk_fold)
+        run = declare(lab).start(Step(), state=Bag(limit=12)).run()
+        assert failures == [1, 1] and (run.status, run.output) == ("done", 12)
+        events = lab.events(run.id)
+        assert [e.seq for e in events] == list(range(len(events)))
+        assert [c.seq for c in run.history()] == list(range(13))
+    finally:
+        monkeypatch.undo()
+        lab.close()
+
+
 # -- 4. damage mid-journal ------------------------------------------------------------------------
 
 
