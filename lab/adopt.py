@@ -20,8 +20,10 @@ is refused when adopted, by name.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import inspect
+import sys
 import typing
 from collections.abc import Callable, Sequence
 from types import NoneType
@@ -29,15 +31,17 @@ from typing import TYPE_CHECKING, Any, get_args, get_type_hints
 
 from pydantic_graph import Graph
 from pydantic_graph.decision import Decision
-from pydantic_graph.node import EndNode, StartNode
-from pydantic_graph.paths import DestinationMarker, Path
+from pydantic_graph.join import Join
+from pydantic_graph.node import EndNode, Fork, StartNode
+from pydantic_graph.paths import DestinationMarker, Path, TransformMarker
 from pydantic_graph.step import NodeStep, Step
 from pydantic_graph.util import unpack_type_expression
 
 from .codec import InputCodec, NodeCodec, SnapshotCodec
+from .engine.superstep import entry_task
 from .engine.tasks import TaskInput
 from .errors import GraphDefinitionError, StateContractError
-from .graph import BuiltGraph, Drawable, _is_gate, _qualname, check_serial_topology, start_run
+from .graph import BuiltGraph, Drawable, _is_gate, _qualname, start_run
 from .manifest import Manifest, Station, check_key, source_fingerprint
 from .records import Durability
 
@@ -54,10 +58,12 @@ END_NODE = EndNode.id
 class AdoptedGraph(Drawable):
     """The lab's handle on a native `Graph`: the same run API as a lab-declared graph."""
 
-    def __init__(self, lab: Lab, name: str, native: Graph[Any, Any, Any, Any]):
+    def __init__(self, lab: Lab, name: str, native: Graph[Any, Any, Any, Any], namespace: dict[str, Any] | None = None):
         self.lab = lab
         self.name = check_key(name)
         self._native = _check_graph(native)
+        self._namespace = dict(namespace or {})
+        """Names visible where the graph was built (its frame's locals), to resolve type hints."""
         self._built: BuiltGraph | None = None
         self._listeners: list[Callable[[Any], None]] = []
 
@@ -88,9 +94,11 @@ class AdoptedGraph(Drawable):
         """The stations by id: `BaseNode` classes, step functions and decisions."""
         return dict(self.build().nodes)
 
-    def replace(self, native: Graph[Any, Any, Any, Any]) -> None:
+    def replace(self, native: Graph[Any, Any, Any, Any], namespace: dict[str, Any] | None = None) -> None:
         """Adopt a rebuilt graph under the same name: a changed graph is a new revision."""
         self._native = _check_graph(native)
+        if namespace is not None:
+            self._namespace = dict(namespace)
         self._built = None
         for cb in list(self._listeners):
             cb(self)
@@ -137,8 +145,12 @@ class AdoptedGraph(Drawable):
                     "or call start(inputs=...) to begin at the start node"
                 )
             entry: Any = node
+            if built.manifest.engine == "superstep":
+                entry = entry_task(node_id, node)
         else:
             entry = TaskInput(START, inputs)
+            if built.manifest.engine == "superstep":
+                entry = entry_task(START, inputs)
             try:
                 built.codec.encode_node(entry)
             except StateContractError as exc:
@@ -190,13 +202,14 @@ def _destinations(path: Path) -> list[str]:
 
 def _build(g: AdoptedGraph) -> BuiltGraph:
     native = g.native
-    check_serial_topology(native)
     nodes = native.nodes
+    parallel = any(isinstance(n, (Fork, Join)) for n in nodes.values())
+    types = _Types(native, g._namespace)
     synthetic = _synthetic_decisions(native)
     edges = _edges(native, synthetic)
     stations: list[Station] = []
     node_classes: dict[str, Any] = {}
-    inputs: dict[str, InputCodec] = {
+    inputs: dict[str, Any] = {
         START: InputCodec(START, native.input_type, what="the graph's start (its input type)"),
         END_NODE: InputCodec(END_NODE, native.output_type, what="the graph's end (its output type)"),
     }
@@ -206,17 +219,26 @@ def _build(g: AdoptedGraph) -> BuiltGraph:
         if isinstance(node, NodeStep):
             cls = node.node_type
             node_classes[nid] = cls
-            fields = tuple(NodeCodec(nid, cls).fields)
+            codec = inputs[nid] = NodeCodec(nid, cls, localns=types.namespace_of(cls))
+            fields = tuple(codec.fields)
             stations.append(Station(nid, "gate" if _is_gate(cls) else "node", cls.__qualname__, fields, source_fingerprint(cls)))
         elif isinstance(node, Step):
             fn = node.call
-            inputs[nid] = InputCodec(nid, _step_input_type(native, nid, fn), what="step")
+            inputs[nid] = InputCodec(nid, types.step_input(nid, fn), what="step")
             node_classes[nid] = fn
             stations.append(Station(nid, "step", getattr(fn, "__qualname__", nid), ("inputs",), source_fingerprint(fn)))
         elif isinstance(node, Decision):
-            inputs[nid] = InputCodec(nid, _decision_input_type(native, nid, node), what="decision")
-            node_classes[nid] = node
+            if not parallel:  # the super-step engine routes through decisions; they are never pending
+                inputs[nid] = InputCodec(nid, _decision_input_type(native, types, nid, node), what="decision")
+                node_classes[nid] = node
             stations.append(Station(nid, "decision", nid, ("inputs",), _decision_fingerprint(node)))
+        elif isinstance(node, Fork):
+            kind = "map" if node.is_map else "broadcast"
+            stations.append(Station(nid, "fork", kind, (), hashlib.sha256(f"{kind}:{node.downstream_join_id}".encode()).hexdigest()[:16]))
+        elif isinstance(node, Join):
+            inputs[nid] = InputCodec(nid, types.join_value(nid, node), what="join", field="value")
+            node_classes[nid] = node
+            stations.append(Station(nid, "join", _reducer_name(node), ("value",), source_fingerprint(node.reducer)))
     codec = SnapshotCodec(
         state_type=g.state_type, output_type=native.output_type, nodes=node_classes, inputs=inputs
     )
@@ -227,7 +249,7 @@ def _build(g: AdoptedGraph) -> BuiltGraph:
         edges=tuple(sorted(edges)),
         schema_id=schema_id,
         state_type=_qualname(g.state_type),
-        engine="serial",
+        engine="superstep" if parallel else "serial",
     )
     revision = g.lab.store.register_graph(manifest)
     return BuiltGraph(
@@ -240,6 +262,11 @@ def _build(g: AdoptedGraph) -> BuiltGraph:
         deps_type=g.deps_type,
         output_type=native.output_type,
     )
+
+
+def _reducer_name(join: Join[Any, Any, Any, Any]) -> str:
+    reducer = join.reducer
+    return getattr(reducer, "__qualname__", None) or type(reducer).__qualname__
 
 
 def _edges(native: Graph[Any, Any, Any, Any], synthetic: set[str]) -> set[tuple[str, str]]:
@@ -281,6 +308,7 @@ def _synthetic_decisions(native: Graph[Any, Any, Any, Any]) -> set[str]:
 
 
 _UNKNOWN = (Any, object)
+_BUILTINS = frozenset(vars(builtins))
 
 
 def _unknown(tp: Any) -> bool:
@@ -292,71 +320,201 @@ def _union(types: list[Any]) -> Any:
     return uniq[0] if len(uniq) == 1 else typing.Union[tuple(uniq)]  # noqa: UP007
 
 
-def _fed_types(native: Graph[Any, Any, Any, Any], nid: str) -> list[Any] | None:
-    """The types of the values that flow into `nid`, from what feeds it; None if one is unknown."""
-    out: list[Any] = []
-    for src, paths in native.edges_by_source.items():
-        if not any(nid in _destinations(p) for p in paths):
-            continue
-        node = native.nodes.get(src)
-        if src == START:
-            out.append(native.input_type)
-        elif isinstance(node, Step) and not isinstance(node, NodeStep):
-            out.append(_return_type(node.call))
-        else:
-            return None
-    for node in native.nodes.values():
-        if isinstance(node, Decision):
-            for b in node.branches:
-                if nid in _destinations(b.path):
-                    out.append(unpack_type_expression(b.source))
-    return None if not out or any(_unknown(t) for t in out) else out
+def caller_namespace(depth: int = 2, frames: int = 4) -> dict[str, Any]:
+    """The locals of the frames calling `lab.adopt`, innermost last: where the graph was built.
 
-
-def _return_type(fn: Any) -> Any:
+    pydantic-graph resolves a node's hints with the building frame's locals, so a state or deps
+    class defined inside the function that builds the graph is found; the lab does the same.
+    """
+    out: dict[str, Any] = {}
+    frame = inspect.currentframe()
     try:
-        return get_type_hints(fn).get("return")
-    except Exception:
+        for _ in range(depth):
+            frame = frame.f_back if frame is not None else None
+        chain = []
+        while frame is not None and len(chain) < frames:
+            chain.append(frame.f_locals)
+            frame = frame.f_back
+        for scope in reversed(chain):
+            out.update(scope)
+    finally:
+        del frame
+    return out
+
+
+class _Types:
+    """Resolves the types a graph's values have on its edges, to checkpoint each pending value."""
+
+    def __init__(self, native: Graph[Any, Any, Any, Any], namespace: dict[str, Any]):
+        self.native = native
+        known: dict[str, Any] = {}
+        for tp in (native.state_type, native.deps_type, native.input_type, native.output_type):
+            if inspect.isclass(tp) and typing.get_origin(tp) is None and tp.__module__ != "builtins":
+                known[tp.__name__] = tp
+        for node in native.nodes.values():
+            if isinstance(node, NodeStep):
+                known[node.node_type.__name__] = node.node_type
+        self.namespace = {**known, **namespace}
+
+    def namespace_of(self, obj: Any) -> dict[str, Any]:
+        """Names for `obj`'s hints: its closure, then the building frames — never shadowing its module."""
+        fn = getattr(obj, "__func__", obj)
+        extra: dict[str, Any] = {}
+        if inspect.isfunction(fn):
+            module = fn.__globals__
+            try:
+                extra = dict(inspect.getclosurevars(fn).nonlocals)
+            except (TypeError, ValueError):
+                extra = {}
+        else:
+            mod = sys.modules.get(getattr(obj, "__module__", ""), None)
+            module = vars(mod) if mod is not None else {}
+        return {**{k: v for k, v in self.namespace.items() if k not in module and k not in _BUILTINS}, **extra}
+
+    def hints(self, fn: Any) -> dict[str, Any]:
+        return get_type_hints(fn, localns=self.namespace_of(fn), include_extras=False)
+
+    def returns(self, fn: Any) -> Any:
+        try:
+            return self.hints(fn).get("return")
+        except Exception:
+            return None
+
+    def step_input(self, step_id: str, fn: Any) -> Any:
+        """`InputT` of the step's `ctx: StepContext[State, Deps, InputT]`, else what feeds it, else Any."""
+        params = list(inspect.signature(fn).parameters.values())
+        try:
+            hints = self.hints(fn)
+        except Exception as exc:
+            raise StateContractError(
+                f"step {step_id}: cannot resolve its annotations ({exc}); make the StepContext[...] annotation "
+                "importable from the step's module, or adopt the graph in the function that builds it"
+            ) from exc
+        ann = hints.get(params[0].name) if params else None
+        args = get_args(ann) if ann is not None else ()
+        declared = args[2] if len(args) == 3 else None
+        if not _unknown(declared):
+            return declared
+        fed = self.fed(step_id)
+        # Unknown all the way back: checkpoint the value as JSON and check each one reads back equal.
+        return _union(fed) if fed is not None else Any
+
+    def fed(self, nid: str, seen: frozenset[str] = frozenset()) -> list[Any] | None:
+        """The types of the values that flow into `nid`, from what feeds it; None if one is unknown."""
+        if nid in seen:
+            return None
+        seen = seen | {nid}
+        out: list[Any] = []
+        for src, paths in self.native.edges_by_source.items():
+            for path in paths:
+                if nid not in _destinations(path):
+                    continue
+                tp = self._after_path(path, self.output(src, seen))
+                if _unknown(tp):
+                    return None
+                out.append(tp)
+        for dec_id, node in self.native.nodes.items():
+            if isinstance(node, Decision):
+                for b in node.branches:
+                    if nid in _destinations(b.path):
+                        tp = self._branch_type(dec_id, b, seen)
+                        if _unknown(tp):
+                            return None
+                        out.append(tp)
+        return out or None
+
+    def _branch_type(self, decision_id: str, branch: Any, seen: frozenset[str]) -> Any:
+        """What a decision branch passes on: its matched type, or (for object/Any) what feeds the decision."""
+        src = unpack_type_expression(branch.source)
+        if _unknown(src):
+            dec = self.fed(decision_id, seen)
+            if dec is None:
+                return None
+            src = _union(dec)
+        return self._after_path(branch.path, src)
+
+    def _after_path(self, path: Path, tp: Any) -> Any:
+        for item in path.items:
+            if isinstance(item, TransformMarker):
+                tp = self.returns(item.transform)
+        return tp
+
+    def output(self, src: str, seen: frozenset[str] = frozenset()) -> Any:
+        """The type of the value `src` sends along its edges."""
+        node = self.native.nodes.get(src)
+        if src == START:
+            return self.native.input_type
+        if isinstance(node, NodeStep):
+            return None
+        if isinstance(node, Step):
+            return self.returns(node.call)
+        if isinstance(node, Join):
+            return self.join_value(src, node, seen)
+        if isinstance(node, Fork):
+            fed = self.fed(src, seen)
+            if fed is None:
+                return None
+            whole = _union(fed)
+            return _element_type(whole) if node.is_map else whole
         return None
 
+    def join_value(self, nid: str, join: Join[Any, Any, Any, Any], seen: frozenset[str] = frozenset()) -> Any:
+        """The type of a join's accumulated value: its factory's type, its hint, or what it feeds."""
+        factory = join.initial_factory
+        if inspect.isclass(factory) or typing.get_origin(factory) is not None:
+            return factory
+        tp = self.returns(factory)
+        if not _unknown(tp):
+            return tp
+        tp = self.returns(join.reducer)
+        if not _unknown(tp) and not _has_typevars(tp):
+            return tp
+        for path in self.native.edges_by_source.get(nid, []):
+            if any(isinstance(i, TransformMarker) for i in path.items):
+                continue
+            for dst in _destinations(path):
+                node = self.native.nodes.get(dst)
+                if dst == END_NODE:
+                    return self.native.output_type
+                if isinstance(node, Step) and not isinstance(node, NodeStep):
+                    try:
+                        return self.step_input(dst, node.call)
+                    except StateContractError:
+                        return Any
+        try:
+            return type(factory())
+        except Exception:
+            return Any
 
-def _step_input_type(native: Graph[Any, Any, Any, Any], step_id: str, fn: Any) -> Any:
-    """`InputT` of the step's `ctx: StepContext[State, Deps, InputT]`, else what feeds it, else a refusal."""
-    params = list(inspect.signature(fn).parameters.values())
-    try:
-        hints = get_type_hints(fn, include_extras=False)
-    except Exception as exc:
-        raise StateContractError(
-            f"step {step_id}: cannot resolve its annotations ({exc}); make the StepContext[...] annotation "
-            "importable from the step's module"
-        ) from exc
-    ann = hints.get(params[0].name) if params else None
-    args = get_args(ann) if ann is not None else ()
-    declared = args[2] if len(args) == 3 else None
-    if not _unknown(declared):
-        return declared
-    fed = _fed_types(native, step_id)
-    if fed is not None:
-        return _union(fed)
-    what = f"declares its input as {declared!r}" if declared is not None else "has no `ctx: StepContext[State, Deps, Input]` annotation"
-    raise StateContractError(
-        f"step {step_id} {what} and what feeds it has no declared type either, so the lab cannot checkpoint its "
-        "input; declare a concrete, JSON-friendly input type in StepContext[State, Deps, Input]"
-    )
+
+def _has_typevars(tp: Any) -> bool:
+    if isinstance(tp, typing.TypeVar):
+        return True
+    return any(_has_typevars(a) for a in get_args(tp))
 
 
-def _decision_input_type(native: Graph[Any, Any, Any, Any], nid: str, node: Decision[Any, Any, Any]) -> Any:
-    fed = _fed_types(native, nid)
+def _element_type(tp: Any) -> Any:
+    args = get_args(tp)
+    origin = typing.get_origin(tp)
+    if origin is None or not args:
+        return None
+    if origin in (dict, typing.Mapping) or (inspect.isclass(origin) and issubclass(origin, dict)):
+        return args[0]
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return args[0]
+    if origin is tuple:
+        return _union(list(args))
+    return args[0]
+
+
+def _decision_input_type(native: Graph[Any, Any, Any, Any], types: _Types, nid: str, node: Decision[Any, Any, Any]) -> Any:
+    fed = types.fed(nid)
     if fed is not None:
         return _union(fed)
     sources = [unpack_type_expression(b.source) for b in node.branches]
     if sources and not any(_unknown(s) for s in sources):
         return _union(sources)
-    raise StateContractError(
-        f"decision {nid} matches on Any/object and what feeds it declares no type, so the lab cannot checkpoint "
-        "its input; give its branches concrete types (g.match(SomeType, ...)) or annotate the return type of "
-        "the step before it"
-    )
+    return Any  # checkpointed as JSON; each value is checked to read back equal
 
 
 def _decision_fingerprint(node: Decision[Any, Any, Any]) -> str:

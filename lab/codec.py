@@ -19,7 +19,7 @@ from typing import Any, get_type_hints
 from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
-from .engine.tasks import TaskInput
+from .engine.tasks import Fork, JoinAcc, Task, TaskInput
 from .errors import CheckpointError, StateContractError
 from .records import PendingStation
 
@@ -39,14 +39,15 @@ def _way_forward(run_id: str | None) -> str:
     return STORED_WAY_FORWARD if run_id is not None else ""
 
 
-def node_init_fields(cls: type) -> dict[str, Any]:
+def node_init_fields(cls: type, localns: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The constructor fields of a node class with their resolved types.
 
     A node is a dataclass (its fields are its continuation data) or takes no arguments.
+    `localns` resolves names defined where the graph was built (a function's locals).
     """
     if dataclasses.is_dataclass(cls):
         try:
-            hints = get_type_hints(cls)
+            hints = get_type_hints(cls, localns=dict(localns) if localns else None)
         except Exception as exc:  # NameError and friends from forward references
             raise StateContractError(
                 f"node {cls.__name__}: cannot resolve the type of its fields ({exc}); "
@@ -67,10 +68,10 @@ def node_init_fields(cls: type) -> dict[str, Any]:
 class NodeCodec:
     """Encodes one node class's constructor fields as JSON and rebuilds the node from them."""
 
-    def __init__(self, node_id: str, cls: type):
+    def __init__(self, node_id: str, cls: type, *, localns: Mapping[str, Any] | None = None):
         self.node_id = node_id
         self.cls = cls
-        self.fields = node_init_fields(cls)
+        self.fields = node_init_fields(cls, localns)
         clash = _RESERVED_FIELDS & set(self.fields)
         if clash:
             raise StateContractError(
@@ -148,10 +149,11 @@ class InputCodec:
     lack of one): the value is written as `{"inputs": <json>}` and must read back equal.
     """
 
-    def __init__(self, node_id: str, input_type: Any, *, what: str = "step"):
+    def __init__(self, node_id: str, input_type: Any, *, what: str = "step", field: str = "inputs"):
         self.node_id = node_id
         self.input_type = input_type
-        self.fields = {"inputs": input_type}
+        self.field = field
+        self.fields = {field: input_type}
         try:
             self._adapter: TypeAdapter[Any] = TypeAdapter(input_type)
         except (PydanticSchemaGenerationError, PydanticUserError) as exc:
@@ -176,17 +178,17 @@ class InputCodec:
                 f"the input of {self.node_id} changes when written as JSON and read back ({value!r} became "
                 f"{again!r}); use a JSON-friendly type (with __eq__) for it"
             )
-        return PendingStation(self.node_id, {"inputs": data})
+        return PendingStation(self.node_id, {self.field: data})
 
     def decode(self, fields: Mapping[str, Any], *, run_id: str | None = None, seq: int | None = None) -> TaskInput:
-        if not isinstance(fields, Mapping) or set(fields) != {"inputs"}:
+        if not isinstance(fields, Mapping) or set(fields) != {self.field}:
             raise CheckpointError(
-                f"task {self.node_id} must be stored as {{\"inputs\": ...}}, got {fields!r}" + _way_forward(run_id),
+                f"task {self.node_id} must be stored as {{\"{self.field}\": ...}}, got {fields!r}" + _way_forward(run_id),
                 run_id=run_id,
                 seq=seq,
             )
         try:
-            return TaskInput(self.node_id, self._adapter.validate_python(fields["inputs"]))
+            return TaskInput(self.node_id, self._adapter.validate_python(fields[self.field]))
         except ValidationError as exc:
             raise CheckpointError(
                 f"the input of {self.node_id} does not validate: {_first_error(exc)}" + _way_forward(run_id),
@@ -204,7 +206,7 @@ class SnapshotCodec:
         state_type: Any,
         output_type: Any,
         nodes: Mapping[str, type],
-        inputs: Mapping[str, InputCodec] | None = None,
+        inputs: Mapping[str, InputCodec | NodeCodec] | None = None,
     ):
         self.state_type = state_type
         self.output_type = output_type
@@ -288,11 +290,51 @@ class SnapshotCodec:
     def encode_node(self, node: Any) -> PendingStation:
         if isinstance(node, TaskInput):
             return self.node(node.node_id).encode(node)
+        if isinstance(node, Task):
+            inner = self.encode_node(node.station)
+            meta = {"task": node.task_id, "fork_stack": [f.to_json() for f in node.fork_stack]}
+            return PendingStation(inner.node_id, inner.fields, meta)
+        if isinstance(node, JoinAcc):
+            inner = self.node(node.node_id).encode(TaskInput(node.node_id, node.value))
+            meta = {
+                "join": {
+                    "fork_run": node.fork_run,
+                    "arrived": node.arrived,
+                    "waiting_for": list(node.waiting_for),
+                    "downstream_fork_stack": [f.to_json() for f in node.downstream],
+                    "cancelled_siblings": node.cancelled_siblings,
+                }
+            }
+            return PendingStation(node.node_id, inner.fields, meta)
         node_id = type(node).get_node_id() if hasattr(type(node), "get_node_id") else type(node).__name__
         return self.node(node_id).encode(node)
 
     def decode_node(self, station: PendingStation, *, run_id: str | None = None, seq: int | None = None) -> Any:
-        return self.node(station.node_id, run_id=run_id, seq=seq).decode(station.fields, run_id=run_id, seq=seq)
+        decoded = self.node(station.node_id, run_id=run_id, seq=seq).decode(station.fields, run_id=run_id, seq=seq)
+        meta = station.meta
+        if not meta:
+            return decoded
+        try:
+            if "join" in meta:
+                j = meta["join"]
+                return JoinAcc(
+                    node_id=station.node_id,
+                    fork_run=int(j["fork_run"]),
+                    value=decoded.inputs,
+                    downstream=tuple(Fork.from_json(f) for f in j["downstream_fork_stack"]),
+                    arrived=int(j.get("arrived", 0)),
+                    cancelled_siblings=bool(j.get("cancelled_siblings", False)),
+                    waiting_for=tuple(int(t) for t in j.get("waiting_for", ())),
+                )
+            inputs = decoded.inputs if isinstance(decoded, TaskInput) else decoded
+            stack = tuple(Fork.from_json(f) for f in meta["fork_stack"])
+            return Task(int(meta["task"]), station.node_id, inputs, stack)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(
+                f"the frontier entry of {station.node_id} is damaged ({exc!r})" + _way_forward(run_id),
+                run_id=run_id,
+                seq=seq,
+            ) from None
 
     def encode_output(self, value: Any) -> Any:
         try:

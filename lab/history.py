@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, overload
 from pydantic import BaseModel, ValidationError
 
 from .diff import StateDiff, diff_json
-from .engine.tasks import node_id_of
+from .engine.tasks import JoinAcc, node_id_of
 from .errors import CheckpointError, GraphDefinitionError, RunStateError, StateEditError
 from .records import CheckpointRecord, EventRecord, RunRecord
 
@@ -95,7 +95,7 @@ class Checkpoint:
 
     @property
     def next_stations(self) -> tuple[str, ...]:
-        return tuple(node_id_of(n) for n in self.next)  # a BaseNode, or an adopted graph's TaskInput
+        return tuple(node_id_of(n) for n in self.next if not isinstance(n, JoinAcc))
 
 
 _LED_TO = {"started", "settled", "edited", "fork", "done"}

@@ -245,22 +245,23 @@ class Lab:
         API as a lab-declared graph. Adopting the same name again with a changed graph makes a new
         revision. See `lab.adopt` module docs for the checkpoint contract of steps.
         """
-        from .adopt import AdoptedGraph
+        from .adopt import AdoptedGraph, caller_namespace
 
         key = name if name is not None else getattr(graph, "name", None)
         if not key:
             raise GraphDefinitionError("lab.adopt needs a name= for a graph built without one")
+        namespace = caller_namespace()
         existing = self._graphs.get(key)
         if isinstance(existing, AdoptedGraph):
-            existing.replace(graph)
+            existing.replace(graph, namespace)
             existing.build()
             return existing
         if existing is not None:
             raise GraphDefinitionError(
                 f"the name {key!r} is already a graph declared with lab.graph(); adopt under another name"
             )
-        adopted = AdoptedGraph(self, key, graph)
-        adopted.build()  # refuse what the serial engine cannot run now, not at the first step
+        adopted = AdoptedGraph(self, key, graph, namespace)
+        adopted.build()  # refuse what the lab cannot checkpoint now, not at the first step
         self._graphs[key] = adopted  # type: ignore[assignment]
         return adopted
 

@@ -54,8 +54,10 @@ EventKind = Literal[
     "edited",
     "breakpoint",
     "warning",
+    "dropped",
 ]
-"""What an event observed. Events observe; they never drive recovery."""
+"""What an event observed. `dropped`: a parallel task whose result was discarded (a sibling
+reached End, or a join's reducer cancelled its siblings). Events observe; they never drive recovery."""
 
 Durability = Literal["step", "batch"]
 """`step`: every boundary reaches the OS before the next station runs. `batch`: every N boundaries."""
@@ -72,9 +74,18 @@ class PendingStation:
 
     node_id: str
     fields: dict[str, Any]
+    meta: dict[str, Any] | None = None
+    """Parallel runs only: a task's `task` id and `fork_stack`, or a join's `join` state (docs/parallel.md)."""
 
     def to_json(self) -> dict[str, Any]:
+        if self.meta:
+            return {"node_id": self.node_id, "fields": self.fields, **self.meta}
         return {"node_id": self.node_id, "fields": self.fields}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PendingStation:
+        meta = {k: v for k, v in data.items() if k not in ("node_id", "fields")}
+        return cls(data["node_id"], data["fields"], meta or None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,10 +22,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic_graph import EndMarker
 
 from .engine.loop import run_sync
-from .engine.serial import Stop, drive, node_id_of
+from .engine.serial import Stop, drive
+from .engine.superstep import drive_steps
+from .engine.tasks import JoinAcc, node_id_of
 from .errors import RevisionMismatchError, RunStateError, StoreError
 from .history import TimeTravel
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
+from .steps import SuperSteps
 from .waits import Waits
 
 if TYPE_CHECKING:
@@ -55,9 +58,13 @@ class StepResult:
     next: tuple[str, ...]
     output: Any = None
     error: str | None = None
+    tasks: tuple[str, ...] = ()
+    """A parallel run's super-step: the station of every task that settled in it."""
 
     def __repr__(self) -> str:
         bits = [f"{self.node_id} {self.outcome}"]
+        if len(self.tasks) > 1:
+            bits.append("tasks " + ", ".join(self.tasks))
         if self.seq is not None:
             bits.append(f"checkpoint {self.seq}")
         if self.next:
@@ -69,7 +76,7 @@ class StepResult:
         return "<StepResult " + "; ".join(bits) + ">"
 
 
-class Run(Waits, TimeTravel):
+class Run(Waits, TimeTravel, SuperSteps):
     """Step, run, retry or cancel one run; answer its waits; read its history and events."""
 
     def __init__(
@@ -216,7 +223,13 @@ class Run(Waits, TimeTravel):
 
     @property
     def next_stations(self) -> tuple[str, ...]:
-        return tuple(node_id_of(n) for n in self._pending)
+        """The stations of the pending tasks (a parallel run lists one per task; open joins are not tasks)."""
+        return tuple(node_id_of(n) for n in self._pending if not isinstance(n, JoinAcc))
+
+    @property
+    def frontier(self) -> tuple[Any, ...]:
+        """What the next step starts from: pending nodes/tasks and, in a parallel run, open joins."""
+        return tuple(self._pending)
 
     @property
     def revision(self) -> int:
@@ -367,17 +380,29 @@ class Run(Waits, TimeTravel):
             try:
                 await self._provide()
                 remaining = max_steps
+                parallel = self._built.manifest.engine == "superstep"
                 while True:
-                    stop = await drive(
-                        self._built.native,
-                        self._built.manifest,
-                        state=self._state,
-                        deps=self._deps,
-                        pending=self._pending,
-                        hooks=self,
-                        max_steps=remaining,
-                        should_pause=lambda: self._pause_requested or self._cancel_requested,
-                    )
+                    if parallel:
+                        stop = await drive_steps(
+                            self._built.native,
+                            state=self._state,
+                            deps=self._deps,
+                            pending=self._pending,
+                            hooks=self,
+                            max_steps=remaining,
+                            should_pause=lambda: self._pause_requested or self._cancel_requested,
+                        )
+                    else:
+                        stop = await drive(
+                            self._built.native,
+                            self._built.manifest,
+                            state=self._state,
+                            deps=self._deps,
+                            pending=self._pending,
+                            hooks=self,
+                            max_steps=remaining,
+                            should_pause=lambda: self._pause_requested or self._cancel_requested,
+                        )
                     if remaining is not None:
                         remaining -= stop.settled
                     # A provider grants a capability wait at once (live stasis): go on from it.

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic_graph import BaseNode
 
-__all__ = ("TaskInput", "node_id_of", "request_input", "as_pending")
+__all__ = ("TaskInput", "node_id_of", "request_input", "as_pending", "Fork", "ForkStack", "Task", "JoinAcc")
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,14 +21,6 @@ class TaskInput:
 
     node_id: str
     inputs: Any
-
-
-def node_id_of(node: Any) -> str:
-    if isinstance(node, BaseNode):
-        return type(node).get_node_id()
-    if isinstance(node, TaskInput):
-        return node.node_id
-    return type(node).__name__
 
 
 def request_input(node: Any) -> Any:
@@ -41,3 +33,73 @@ def as_pending(node_id: str, inputs: Any) -> Any:
     if isinstance(inputs, BaseNode) and type(inputs).get_node_id() == node_id:
         return inputs
     return TaskInput(node_id, inputs)
+
+
+# -- the super-step engine's frontier -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Fork:
+    """One entry of a task's fork stack: which fork spawned it, which run of that fork, which branch.
+
+    The lab's own mirror of pydantic-graph's `ForkStackItem` with run ids numbered by the lab, so a
+    checkpoint names them readably and a resumed run numbers new ones exactly as before the crash.
+    """
+
+    fork_id: str
+    run: int
+    thread: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fork": self.fork_id, "run": self.run, "thread": self.thread}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Fork:
+        return cls(str(data["fork"]), int(data["run"]), int(data["thread"]))
+
+
+ForkStack = tuple[Fork, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A pending task of a parallel run: its id, the station it runs, its input and its fork stack.
+
+    `inputs` is the `BaseNode` instance for a node station, the plain input value otherwise.
+    """
+
+    task_id: int
+    node_id: str
+    inputs: Any
+    fork_stack: ForkStack
+
+    @property
+    def station(self) -> Any:
+        """The pending station as the serial codec knows it (a node, or a `TaskInput`)."""
+        return as_pending(self.node_id, self.inputs)
+
+
+@dataclass(slots=True)
+class JoinAcc:
+    """A join's accumulated value for one run of its parent fork, and what it still waits for.
+
+    `arrived` counts the branches reduced so far; `waiting_for` (task ids) is filled in when a
+    checkpoint is written, so a person reading the JSON sees which branches are outstanding.
+    """
+
+    node_id: str
+    fork_run: int
+    value: Any
+    downstream: ForkStack
+    arrived: int = 0
+    cancelled_siblings: bool = False
+    waiting_for: tuple[int, ...] = ()
+
+
+def node_id_of(node: Any) -> str:
+    """The station id of a pending entry: a node, a `TaskInput`, a frontier `Task` or a `JoinAcc`."""
+    if isinstance(node, BaseNode):
+        return type(node).get_node_id()
+    if isinstance(node, (TaskInput, Task, JoinAcc)):
+        return node.node_id
+    return type(node).__name__

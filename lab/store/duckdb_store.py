@@ -944,7 +944,7 @@ def _checkpoint_record(r: tuple[Any, ...]) -> CheckpointRecord:
         nxt = _loads(r[5])
         output = _loads(r[6])
         counters = _loads(r[8])
-        stations = tuple(PendingStation(p["node_id"], p["fields"]) for p in nxt)
+        stations = tuple(PendingStation.from_json(p) for p in nxt)
     except (ValueError, TypeError, KeyError) as exc:
         from ..errors import CheckpointError
 

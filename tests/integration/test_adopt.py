@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from pydantic_graph import GraphBuilder, StepContext
 
-from lab import GraphDefinitionError, Lab, StateContractError, UnsupportedTopologyError
+from lab import GraphDefinitionError, Lab, StateContractError
 from tests.integration import native_graphs as ng
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "adopt_worker.py")
@@ -187,23 +187,6 @@ def test_a_step_whose_input_is_a_live_object_is_refused(lab):
     with pytest.raises(StateContractError, match=r"step use_socket's input type socket does not round-trip through JSON"):
         lab.adopt(g.build(), name="live")
     assert "live" not in lab.graphs
-
-
-def test_a_graph_with_a_broadcast_is_refused_by_name(lab):
-    g = GraphBuilder(input_type=int, output_type=list[int])
-
-    @g.step
-    async def a(ctx: StepContext[None, None, int]) -> int:
-        return ctx.inputs
-
-    @g.step
-    async def b(ctx: StepContext[None, None, int]) -> int:
-        return ctx.inputs
-
-    collect = g.join(lambda acc, x: [*acc, x], initial_factory=list, node_id="collect")
-    g.add(g.edge_from(g.start_node).to(a, b), g.edge_from(a, b).to(collect), g.edge_from(collect).to(g.end_node))
-    with pytest.raises(UnsupportedTopologyError, match="broadcast fork"):
-        lab.adopt(g.build(), name="broadcast")
 
 
 def test_starting_without_the_inputs_the_start_needs(lab):

@@ -1,0 +1,160 @@
+"""The run's side of the super-step engine: one checkpoint and its events per super-step.
+
+Mixed into `Run` (as `Waits` and `TimeTravel` are). A super-step's tasks each get an `entered`
+event before they run and a `settled` (or `failed`, `waiting`, `dropped`) event after, tagged
+with their task id and the step's checkpoint; the step's checkpoint holds the next frontier
+(tasks with fork stacks, open joins with their values) and the state. Everything a step
+writes is one journal transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .engine.superstep import StepOutcome
+from .engine.tasks import JoinAcc, Task
+from .gates import StationContext
+
+if TYPE_CHECKING:
+    from .records import Status
+    from .run import Run
+
+__all__ = ("SuperSteps",)
+
+
+class SuperSteps:
+    """`StepHooks` for `Run`: what the super-step engine reports, written to the store."""
+
+    def task_contexts(self: Run, tasks: Sequence[Task]) -> dict[int, StationContext] | None:  # type: ignore[misc]
+        resume, self._resume = self._resume, None
+        continuing = resume is not None  # the head's wait was answered (or a breakpoint continued)
+        contexts: dict[int, StationContext] = {}
+        for task in tasks:
+            if resume is not None and task.node_id == resume.node_id:
+                contexts[task.task_id] = resume
+                resume = None
+            else:
+                contexts[task.task_id] = StationContext(task.node_id)
+        if not continuing:
+            hit = next((t for t in tasks if t.node_id in self._breakpoints["before"]), None)
+            if hit is not None:
+                self._park("breakpoint", hit.node_id, prompt=None, details={"when": "before", "station": hit.node_id})
+                return None
+        return contexts
+
+    def step_entered(self: Run, tasks: Sequence[Task]) -> dict[int, int]:  # type: ignore[misc]
+        attempts: dict[int, int] = {}
+        step = self._next_cp
+        rows = []
+        for task in tasks:
+            attempts[task.task_id] = self._next_ev
+            rows.append(
+                self._event_row(
+                    "entered", node_id=task.node_id, attempt=self._next_ev, checkpoint_seq=self._head,
+                    payload={"task": task.task_id, "step": step},
+                )
+            )
+        if self._status != "running":
+            self._status = "running"
+            rows.append(self.lab.store.update_row(self.id, status="running", head_seq=self._head))
+        if self.durability == "batch":
+            self._stash.extend(rows)
+            self._notify()
+        else:
+            self._write(rows, sync=True)
+        self._inflight_started = time.perf_counter()
+        return attempts
+
+    def step_settled(self: Run, outcome: StepOutcome) -> None:  # type: ignore[misc]
+        from .run import StepResult
+
+        codec = self._built.codec
+        end = outcome.end
+        frontier: list[Any] = [] if end is not None else outcome.frontier
+        stations = [codec.encode_node(n) for n in frontier]
+        output_json = codec.encode_output(end.value) if end is not None else None
+        self._state_json = codec.encode_state(self._state)
+        seq = self._next_cp
+        status: Status = "done" if end is not None else "running"
+        rows: list[dict[str, Any]] = [
+            {
+                "t": "cp",
+                "run_id": self.id,
+                "seq": seq,
+                "parent_seq": self._head,
+                "status": status,
+                "state": self._state_json,
+                "next": [st.to_json() for st in stations],
+                "output": output_json,
+                "created_at": time.time(),
+                "counters": self._settled_counters() if self._counters else None,
+            }
+        ]
+        for s in outcome.settled:
+            rows.append(
+                self._event_row(
+                    "settled", node_id=s.task.node_id, attempt=s.attempt, checkpoint_seq=seq,
+                    payload={"ms": s.ms, "next": list(s.next), "task": s.task.task_id, "step": seq},
+                )
+            )
+        for task, attempt, why in outcome.dropped:
+            rows.append(
+                self._event_row(
+                    "dropped", node_id=task.node_id, attempt=attempt, checkpoint_seq=seq,
+                    payload={"task": task.task_id, "step": seq, "reason": why},
+                )
+            )
+        if end is not None:
+            last = outcome.settled[-1].task.node_id if outcome.settled else None
+            rows.append(self._event_row("done", node_id=last, checkpoint_seq=seq, payload={"output": output_json}))
+        self._unflushed += 1
+        sync = self.durability == "step" or end is not None or self._unflushed >= self.batch_size or bool(outcome.parked or outcome.failed)
+        self._write(rows, sync=sync)
+        if sync:
+            self._unflushed = 0
+        self._next_cp = seq + 1
+        self._head = seq
+        self._pending = frontier
+        self._status = status
+        if end is not None:
+            self._output = end.value
+            self._output_json = output_json
+        names = tuple(s.task.node_id for s in outcome.settled)
+        self._last = StepResult(
+            names[0] if len(names) == 1 else (f"{len(names)} tasks" if names else None),
+            "done" if end is not None else "settled",
+            seq,
+            self.next_stations,
+            self._output,
+            tasks=names,
+        )
+        if outcome.failed:
+            task, attempt, error = outcome.failed[0]
+            self.failed(attempt=attempt, node_id=task.node_id, error=error)
+        elif outcome.parked:
+            task, attempt, signal = outcome.parked[0]
+            self.parked(attempt=attempt, node_id=task.node_id, signal=signal)
+
+    def step_failed(self: Run, tasks: Sequence[Task], attempts: dict[int, int], node_id: str, error: BaseException) -> None:  # type: ignore[misc]
+        attempt = next((attempts[t.task_id] for t in tasks if t.node_id == node_id), None)
+        if attempt is None:
+            attempt = next(iter(attempts.values()), 0)
+        self.failed(attempt=attempt, node_id=node_id, error=error)
+
+    def step_aborted(self: Run, tasks: Sequence[Task], attempts: dict[int, int]) -> None:  # type: ignore[misc]
+        first = tasks[0] if tasks else None
+        self.aborted(attempt=attempts.get(first.task_id, 0) if first else 0, node_id=first.node_id if first else "?")
+
+    def after_step(self: Run, outcome: StepOutcome) -> bool:  # type: ignore[misc]
+        hit = next((s.task.node_id for s in outcome.settled if s.task.node_id in self._breakpoints["after"]), None)
+        if hit is None:
+            return False
+        self._park("breakpoint", hit, prompt=None, details={"when": "after", "station": hit})
+        return True
+
+
+def open_joins(pending: Sequence[Any]) -> list[JoinAcc]:
+    """The joins of a frontier (views show `k of n` from them)."""
+    return [p for p in pending if isinstance(p, JoinAcc)]
