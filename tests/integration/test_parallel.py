@@ -124,6 +124,13 @@ def test_join_state_survives_a_resume_between_steps(tmp_path):
     assert join["fields"]["value"] == [0, 4, 16, 36]
     waiting = [e["task"] for e in json.loads(stored) if e.get("node_id") == "again"]
     assert len(waiting) == 4 and join["join"]["waiting_for"] == waiting
+    # the query docs/parallel.md gives
+    shown = lab.sql(
+        "SELECT seq, e->>'node_id' AS join_id, e->'fields'->'value' AS value, e->'join'->>'arrived' AS arrived "
+        "FROM checkpoints, unnest(CAST(next AS JSON[])) AS t(e) WHERE run_id = ? AND (e->'join') IS NOT NULL",
+        [run_id],
+    ).fetchall()
+    assert [(seq, j, json.loads(v), a) for seq, j, v, a in shown] == [(3, "collect", [0, 4, 16, 36], "4")]
     lab.close()
     lab2 = Lab(path)
     lab2.adopt(pg.fan_out(), name="fan")
