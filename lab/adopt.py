@@ -204,7 +204,7 @@ def _build(g: AdoptedGraph) -> BuiltGraph:
     native = g.native
     nodes = native.nodes
     parallel = any(isinstance(n, (Fork, Join)) for n in nodes.values())
-    types = _Types(native, g._namespace)
+    types = _Types(native, getattr(g, "_namespace", {}))
     synthetic = _synthetic_decisions(native)
     edges = _edges(native, synthetic)
     stations: list[Station] = []
@@ -234,7 +234,7 @@ def _build(g: AdoptedGraph) -> BuiltGraph:
             stations.append(Station(nid, "decision", nid, ("inputs",), _decision_fingerprint(node)))
         elif isinstance(node, Fork):
             kind = "map" if node.is_map else "broadcast"
-            stations.append(Station(nid, "fork", kind, (), hashlib.sha256(f"{kind}:{node.downstream_join_id}".encode()).hexdigest()[:16]))
+            stations.append(Station(nid, kind, nid, (), hashlib.sha256(f"{kind}:{node.downstream_join_id}".encode()).hexdigest()[:16]))
         elif isinstance(node, Join):
             inputs[nid] = InputCodec(nid, types.join_value(nid, node), what="join", field="value")
             node_classes[nid] = node

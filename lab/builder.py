@@ -431,7 +431,7 @@ def start_entry(g: LabGraph, built: Any, inputs: Any) -> Any:
 
     entry: Any = TaskInput(START, inputs)
     if built.manifest.engine == "superstep":  # a parallel graph's first task carries its fork stack
-        from .engine.superstep import entry_task  # type: ignore[import-not-found, unused-ignore]
+        from .engine.superstep import entry_task
 
         entry = entry_task(START, inputs)
     try:
