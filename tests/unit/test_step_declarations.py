@@ -3,8 +3,8 @@
 Scenarios:
 - a chain of steps declared on `lab.graph(...)` runs from `g.start(inputs=...)` to the output
   native `Graph.run` gives for the same graph built with `GraphBuilder`, and draws its labels
-- a map + join and a broadcast of three draw as native Mermaid does (forks, joins, labels)
-  before the lab can run them
+- a map + join and a broadcast of three draw as native Mermaid does (forks, joins, labels),
+  and the map runs on the super-step engine to native's output
 - re-declaring a step (a re-run cell) replaces it everywhere an edge names it: new revision,
   new output; the same edge added twice is one edge
 - an edge naming a step no longer declared, an unfinished edge, a sync step function, and
@@ -119,6 +119,12 @@ def test_fan_outs_draw_as_native_mermaid_does(mlab):
         b.edge_from(collect).to(b.end_node),
     )
     assert _edges(g.mermaid()) == _edges(b.build().render())
+    native_state = Bag()
+    native_out = asyncio.run(b.build().run(inputs=[3, 1, 2], state=native_state))
+    run = g.start(inputs=[3, 1, 2])
+    run.step()
+    assert run.next_stations == ("square",) * 3  # one super-step: three tasks pending
+    assert run.run().output == native_out == [9, 1, 4]
     kinds = {n.id: n.kind for n in spec_for(g).nodes}
     assert kinds == {
         "__start__": "start",
@@ -235,6 +241,7 @@ def test_cells_build_a_fan_out_and_a_rerun_edge_cell_replaces_its_edges(
         assert "this cell used to declare edge start -> broadcast[a | b], edge a,b -> reduce_sum" in err
         assert g.edges == ["reduce_sum -> end", "start -> a", "a -> reduce_sum"]
         assert 'data-station="broadcast"' not in view.value  # the live view redrew: no fork now
+        assert g.start(inputs=1).run().output == 2
     finally:
         ip.run_line_magic("unload_ext", "kernel_ext")
         lab: Any = ip.user_ns.get("lab")
