@@ -238,8 +238,8 @@ class LabMagics(Magics):
         self.session.lab()  # no lab, no start: say so before evaluating anything
         if not rest or rest.lstrip().startswith("inputs="):
             g = self.session.graph()
-            if isinstance(g, AdoptedGraph):  # a native graph starts from its inputs: `%lab start inputs=4`
-                return self._start_adopted(g, rest)
+            if isinstance(g, AdoptedGraph) or getattr(g, "starts_from_inputs", False):
+                return self._start_adopted(g, rest)  # from its inputs: `%lab start inputs=4`
             if rest:
                 raise UsageError(
                     f"inputs= starts an adopted native graph; graph {g.name!r} is declared with @g.node, so "
@@ -277,7 +277,8 @@ class LabMagics(Magics):
             raise UsageError(f"%lab start needs a node instance such as `Inc()`, got {node!r}")
         return self._graph_for(node).start(node, **kwargs)
 
-    def _start_adopted(self, g: AdoptedGraph, rest: str) -> Run:
+    def _start_adopted(self, g: Any, rest: str) -> Run:
+        """Start a graph that begins at its start node: adopted, or declared with steps and edges."""
         kwargs = self._eval_args("start", rest, "`%lab start inputs=4, state=State()`")[1] if rest else {}
         unknown = sorted(set(kwargs) - {"inputs", "state", "deps", "durability"})
         if unknown:

@@ -387,6 +387,11 @@ class StepDeclaring:
         return _scratch().match_node(source, matches=matches)
 
     @property
+    def starts_from_inputs(self) -> bool:
+        """True when declared with steps and edges: `g.start(inputs=...)` begins at the start node."""
+        return self._decl.active
+
+    @property
     def edges(self) -> list[str]:
         """The declared edges' keys (`g.remove("edge " + key)` drops one)."""
         return list(self._decl.edges)

@@ -249,3 +249,30 @@ def test_cells_build_a_fan_out_and_a_rerun_edge_cell_replaces_its_edges(
             lab.close()
         for name in ("lab", "g", "a", "b", "total"):
             ip.user_ns.pop(name, None)
+
+
+def test_magic_starts_a_step_graph_from_its_inputs() -> None:
+    from tests.unit.test_kernel_ext import get_ipython, lab_magic, run_cells
+
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "kernel_ext")
+    try:
+        run_cells(
+            ip,
+            [
+                "from lab import Lab\nfrom tests.unit import test_step_declarations as t\nlab = Lab(':memory:')",
+                "g = t.declare_chain(lab)",
+            ],
+            prefix="magic-steps",
+        )
+        run = lab_magic(ip, "start inputs=5")
+        assert run.next_stations == ("__start__",)
+        lab_magic(ip, "run")
+        assert run.output == 11
+    finally:
+        ip.run_line_magic("unload_ext", "kernel_ext")
+        lab: Any = ip.user_ns.get("lab")
+        if isinstance(lab, Lab) and not lab.store.closed:
+            lab.close()
+        for name in ("lab", "g", "t", "run"):
+            ip.user_ns.pop(name, None)
