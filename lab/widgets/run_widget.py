@@ -341,11 +341,13 @@ class RunWidget(widgets.VBox):
         return rec
 
     def _records_of(self, seqs: list[int]) -> dict[int, CheckpointRecord]:
-        """Checkpoints of the branch, the missing ones read in one store call."""
-        want = [s for s in seqs if s not in self._records]
+        """Checkpoints of the branch: the cached ones, the rest read in one store call and not kept
+        (the step view keeps only what each step settled, so a long run's states are not held)."""
+        have = {s: self._records[s] for s in seqs if s in self._records}
+        want = [s for s in seqs if s not in have]
         if want:
-            self._records.update({r.seq: r for r in self._run.lab.store.checkpoints_in(self._run.id, want)})
-        return {s: self._records[s] for s in seqs}
+            have.update({r.seq: r for r in self._run.lab.store.checkpoints_in(self._run.id, want)})
+        return have
 
     def overlay_at(self, index: int) -> Overlay:
         """The overlay of the branch up to the checkpoint at `index` of the timeline."""
