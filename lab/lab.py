@@ -394,7 +394,7 @@ class Lab:
             for ev in events:
                 if ev.kind == "entered" and ev.attempt is not None:
                     open_attempts[ev.attempt] = ev
-                elif ev.kind in ("settled", "failed", "interrupted", "cancelled", "waiting") and ev.attempt is not None:
+                elif ev.kind in ("settled", "failed", "interrupted", "cancelled", "waiting", "dropped") and ev.attempt is not None:
                     open_attempts.pop(ev.attempt, None)
             if not open_attempts:
                 continue

@@ -537,3 +537,47 @@ CASES: dict[str, Case] = {
     "object-input": Case(object_input, 6),
     "fan-out-8": Case(fan_out, 8, ordered=False),
 }
+
+
+# -- for the kill tests ---------------------------------------------------------------------------
+
+STEP_SLEEP = 0.0
+"""How long `laps`' work step sleeps (the kill worker sets it from GRAPHLAB_STEP_SLEEP)."""
+
+LAPS = 10
+
+
+@dataclass
+class Lap:
+    item: int
+    lap: int = 0
+
+
+def laps(width: int = 8) -> Graph[Any, Any, Any, Any]:
+    """`width` branches in flight for `LAPS` super-steps, each lap a step; the join collects squares."""
+    g = GraphBuilder(state_type=Log, input_type=int, output_type=list[int])
+
+    @g.step
+    async def spread(ctx: Ctx) -> list[Lap]:
+        _visit(ctx, "spread")
+        return [Lap(i) for i in range(ctx.inputs)]
+
+    @g.step
+    async def work(ctx: StepContext[Log, None, Lap]) -> Lap:
+        await asyncio.sleep(STEP_SLEEP)
+        _visit(ctx, "work")
+        ctx.state.total += 1
+        return Lap(ctx.inputs.item, ctx.inputs.lap + 1)
+
+    collect = g.join(reduce_list_append, initial_factory=list[int], node_id="collect")
+    g.add(
+        g.edge_from(g.start_node).to(spread),
+        g.edge_from(spread).map().to(work),
+        g.edge_from(work).to(
+            g.decision()
+            .branch(g.match(Lap, matches=lambda lap: lap.lap < LAPS).label("again").to(work))
+            .branch(g.match(Lap).transform(lambda ctx: ctx.inputs.item**2).to(collect))
+        ),
+        g.edge_from(collect).to(g.end_node),
+    )
+    return g.build()

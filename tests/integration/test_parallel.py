@@ -9,6 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +24,7 @@ from pydantic_graph import GraphBuilder, StepContext
 from pydantic_graph.join import reduce_list_append
 
 from lab import Lab
+from lab.engine.tasks import JoinAcc
 from tests.integration import parallel_graphs as pg
 
 
@@ -188,3 +195,103 @@ def test_types_defined_inside_the_building_function(lab):
     assert run.checkpoint(run.head).next[0].inputs == Item(6)
     run.run()
     assert run.output == expected and run.state == native_state
+
+
+# -- SIGKILL mid-fork, then lab.resume ------------------------------------------------------------
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "parallel_worker.py")
+
+
+def _spawn(db: str, mode: str, arg: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, WORKER, db, mode, arg], stdout=subprocess.PIPE, text=True, env=env)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_fork_at_random_points_then_resume_gives_the_native_result(tmp_path):
+    """>= 20 real SIGKILLs of a worker whose step has 8 branches in flight; every run ends as native."""
+    rng = random.Random(1105)
+    native_state = pg.Log()
+    expected = asyncio.run(pg.laps().run(state=native_state, inputs=8))
+    db = os.fspath(tmp_path / "lab.duckdb")
+    env = {**os.environ, "GRAPHLAB_STEP_SLEEP": "0.03"}
+    kills, run_ids, results = 0, [], []
+    while kills < 20:
+        proc = _spawn(db, "start", "8", env)
+        run_id = proc.stdout.readline().strip()
+        assert run_id.startswith("run-")
+        for _ in range(10):  # at most ten kills per run, then let it finish
+            time.sleep(rng.uniform(0.0, 0.35))
+            if proc.poll() is not None:
+                break
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            proc.stdout.close()
+            kills += 1
+            proc = _spawn(db, "resume", run_id, env)
+            assert proc.stdout.readline().strip() == run_id
+        out = proc.stdout.read()
+        proc.stdout.close()
+        assert proc.wait(timeout=60) == 0
+        run_ids.append(run_id)
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    for result in results:
+        assert sorted(result["output"]) == sorted(expected)
+        assert result["output"] == [i * i for i in range(8)]  # frontier order
+        assert Counter(result["state"]["visits"]) == Counter(native_state.visits)
+        assert result["state"]["total"] == native_state.total == 8 * pg.LAPS
+    with Lab(db) as lab:
+        lab.adopt(pg.laps(), name="laps")
+        interrupted_work = 0
+        for run_id in run_ids:
+            run = lab.resume(run_id)
+            assert run.status == "done" and run.output == [i * i for i in range(8)]
+            for cp in run.history():  # the join never counts a branch twice or drops one
+                for entry in cp.next:
+                    if isinstance(entry, JoinAcc):
+                        assert entry.arrived == len(entry.value) == len(set(entry.value))
+                        assert set(entry.value) <= set(expected)
+            work = [e for e in run.events(kind="settled") if e.node_id == "work"]
+            assert len(work) == 8 * pg.LAPS  # each lap of each branch settled exactly once
+            interrupted_work += sum(1 for e in run.events(kind="interrupted") if e.node_id == "work")
+        assert interrupted_work >= 1, "no kill landed while the 8 branches were in flight"
+
+
+# -- time travel over super-step checkpoints ------------------------------------------------------
+
+
+def test_time_travel_over_a_parallel_run(lab):
+    lg = lab.adopt(pg.fan_out(), name="fan")
+    run = lg.start(inputs=8, state=pg.Log())
+    run.run()
+    assert run.output == [0, 4, 16, 36, 2, 10, 26, 50]
+    seqs = [cp.seq for cp in run.history()]
+    assert seqs == [0, 1, 2, 3, 4]
+    assert run.state_at(2).visits == ["spread"]
+    assert run.diff(2, 3).to_json()  # the work steps changed the state
+    # checkpoint 3: four odd branches pending in `again`, the join holding the even squares
+    cp = run.checkpoint(3)
+    assert cp.next_stations == ("again",) * 4
+    join = next(e for e in cp.next if isinstance(e, JoinAcc))
+    assert join.value == [0, 4, 16, 36] and join.arrived == 4
+    # rewinding into the middle of the map re-runs the pending branches only
+    run.rewind(3)
+    assert run.next_stations == ("again",) * 4
+    before = len(run.events(kind="entered"))
+    result = run.step()
+    assert result.outcome == "done" and result.tasks == ("again",) * 4
+    assert len(run.events(kind="entered")) - before == 4
+    assert run.output == [0, 4, 16, 36, 2, 10, 26, 50]
+    assert run.history().seqs == (0, 1, 2, 3, 5)
+    # edit the state mid-map, then finish
+    run.rewind(3)
+    edited = run.edit_state(total=100)
+    assert edited.next[-1].meta["join"]["arrived"] == 4
+    run.run()
+    assert run.state.total == 100 and run.output == [0, 4, 16, 36, 2, 10, 26, 50]
+    # fork from the middle of the map: a new run with the same frontier
+    child = run.fork(3)
+    assert child.next_stations == ("again",) * 4
+    assert [e.value for e in child.frontier if isinstance(e, JoinAcc)] == [[0, 4, 16, 36]]
+    child.run()
+    assert child.output == run.output and child.status == "done"
+    assert lab.diff((run, 3), (child, 0)).to_json() == lab.diff((run, 3), (run, 3)).to_json()
