@@ -310,9 +310,14 @@ class LabMagics(Magics):
         lab = self.session.lab()
         graphs = [g for g in lab.graphs.values() if node_id in g.nodes]
         if not graphs:
+            declared = [g for g in lab.graphs.values() if isinstance(g, LabGraph)]
+            how = (
+                " or ".join(g.decorator.split(" (")[0] for g in declared)
+                or '@g.node (g = lab.graph("name", ...))'
+            )
             raise UsageError(
-                f"{node_id} is not declared in any graph of lab {lab.path}; decorate its class with the node decorator of "
-                f"its graph, e.g. @g.node (graphs: {sorted(lab.graphs) or 'none'})"
+                f"{node_id} is not declared in any graph of lab {lab.path}; decorate its class with {how} "
+                f"(graphs: {sorted(lab.graphs) or 'none'})"
             )
         exact = [g for g in graphs if g.nodes[node_id] is type(node)]
         preferred = [g for g in (exact or graphs) if g.name == self.session.graph_name]

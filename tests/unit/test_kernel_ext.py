@@ -606,7 +606,18 @@ def test_missing_node_hint_names_the_variable(ip: Any) -> None:
     assert "declare with @mail.node" in caption and "@consent.node" not in caption
     with pytest.raises(LabError, match=r"declare it with @mail\.node or fix the name"):
         mail.build()
+    ip.run_cell(
+        "@dataclass\nclass Loose(BaseNode[State, None, int]):\n    async def run(self, ctx) -> End[int]:\n"
+        "        return End(0)",
+        cell_id="hint-loose",
+    )
+    with pytest.raises(
+        UsageError,
+        match=r"Loose is not declared in any graph of lab \S+; decorate its class with @mail\.node",
+    ):
+        lab_magic(ip, "start Loose()")
     ip.user_ns.pop("mail")
+    ip.user_ns.pop("Loose")
     assert mail.decorator == "@g.node (g = lab.graph('consent', ...))"  # no variable: say what g is
 
 
@@ -632,7 +643,9 @@ def test_a_second_lab_on_the_same_path_keeps_the_graphs(ip: Any, tmp_path: Any) 
         ip.run_cell(f"other = Lab({other_path!r})", cell_id="again-other")
         ip.run_cell("x = 1", cell_id="again-quiet")  # no change, no line
     lines = out.getvalue().splitlines()
-    assert lines == [f"%lab now acts on lab {other_path} (graphs: none declared yet); before this cell: {path}"]
+    assert lines == [
+        f"%lab now acts on lab {other_path} (graphs: none declared yet); before this cell: {path}"
+    ]
     with pytest.raises(UsageError, match="Inc is not declared in any graph"):
         lab_magic(ip, "start Inc()")  # the other lab has no graphs: the message above said so
     ip.user_ns.pop("other").close()
