@@ -188,6 +188,11 @@ class Lab:
                 run._status = "running"
                 rows.append(self.store.update_row(run_id, status="running", head_seq=rec.head_seq))
             run._write(rows, sync=True)
+        if head.status == "waiting":
+            several = [w for w in self.store.waits(run_id) if w.checkpoint_seq == head.seq]
+            if len(several) > 1:  # parallel branches parked in one step
+                run._head_waits = several
+                run._wait = next((w for w in several if w.resolution is None), several[-1])
         self._live[run_id] = run
         _note_run(run)
         return run

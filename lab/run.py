@@ -126,6 +126,12 @@ class Run(Waits, TimeTravel, SuperSteps):
         self._wait: WaitRecord | None = wait
         self._resume: Any = None
         """The StationContext that answers the head's wait, armed for the next station only."""
+        self._head_waits: list[WaitRecord] = []
+        """A parallel run's waits at the head when several branches parked in one step."""
+        self._resume_tasks: dict[int | None, Any] = {}
+        """A parallel run's answered waits by task id, armed for the next step only."""
+        self._task_contexts: dict[int, Any] = {}
+        """The contexts of a parallel step's tasks in flight (their `warn()` notes become events)."""
         bps = record.breakpoints or {}
         self._breakpoints: dict[str, set[str]] = {w: set(bps.get(w, ())) for w in ("before", "after")}
         self._counters: dict[str, Any] = dict(counters or {})

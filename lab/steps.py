@@ -29,14 +29,19 @@ class SuperSteps:
 
     def task_contexts(self: Run, tasks: Sequence[Task]) -> dict[int, StationContext] | None:  # type: ignore[misc]
         resume, self._resume = self._resume, None
-        continuing = resume is not None  # the head's wait was answered (or a breakpoint continued)
+        by_task, self._resume_tasks = self._resume_tasks, {}
+        continuing = resume is not None or bool(by_task)  # the head's waits were answered (or a breakpoint continued)
         contexts: dict[int, StationContext] = {}
         for task in tasks:
-            if resume is not None and task.node_id == resume.node_id:
+            answered = by_task.get(task.task_id)
+            if answered is not None:
+                contexts[task.task_id] = answered
+            elif resume is not None and task.node_id == resume.node_id:
                 contexts[task.task_id] = resume
                 resume = None
             else:
                 contexts[task.task_id] = StationContext(task.node_id)
+        self._task_contexts = contexts
         if not continuing:
             hit = next((t for t in tasks if t.node_id in self._breakpoints["before"]), None)
             if hit is not None:
@@ -92,7 +97,11 @@ class SuperSteps:
                 "counters": self._settled_counters() if self._counters else None,
             }
         ]
+        contexts, self._task_contexts = self._task_contexts, {}
         for s in outcome.settled:
+            ctx = contexts.get(s.task.task_id)
+            for note in ctx.notes if ctx is not None else ():
+                rows.append(self._event_row("warning", node_id=s.task.node_id, attempt=s.attempt, checkpoint_seq=seq, payload=note))
             rows.append(
                 self._event_row(
                     "settled", node_id=s.task.node_id, attempt=s.attempt, checkpoint_seq=seq,
@@ -134,8 +143,7 @@ class SuperSteps:
             task, attempt, error = outcome.failed[0]
             self.failed(attempt=attempt, node_id=task.node_id, error=error)
         elif outcome.parked:
-            task, attempt, signal = outcome.parked[0]
-            self.parked(attempt=attempt, node_id=task.node_id, signal=signal)
+            self.parked_tasks([(task.task_id, attempt, task.node_id, signal) for task, attempt, signal in outcome.parked])
 
     def step_failed(self: Run, tasks: Sequence[Task], attempts: dict[int, int], node_id: str, error: BaseException) -> None:  # type: ignore[misc]
         attempt = next((attempts[t.task_id] for t in tasks if t.node_id == node_id), None)

@@ -21,6 +21,7 @@ Rules worth knowing:
 from __future__ import annotations
 
 import inspect
+import re
 import secrets
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -36,7 +37,7 @@ from .errors import (
     WaitOwnerError,
 )
 from .gates import CapabilityRequired, InterruptRequested, StationContext, Verdict, WaitSignal
-from .records import CheckpointRecord, WaitKind, WaitRecord
+from .records import CheckpointRecord, PendingStation, WaitKind, WaitRecord
 
 if TYPE_CHECKING:
     from .run import Run
@@ -124,6 +125,9 @@ class Waits:
             return self._resolve(wait, resolution)
 
     def _check_answerable(self: Run, kind: WaitKind, owner: str | None, action: str) -> WaitRecord:  # type: ignore[misc]
+        several = self.head_waits
+        if len(several) > 1 and self._status in ("waiting", "queued"):
+            return self._pick_wait(several, kind, owner, action)
         wait = self.wait
         if self._status == "queued" and wait is not None:
             raise WaitError(
@@ -150,6 +154,10 @@ class Waits:
     def _resolve(self: Run, wait: WaitRecord, resolution: dict[str, Any]) -> WaitRecord:  # type: ignore[misc]
         at = _now()
         store = self.lab.store
+        done = replace(wait, resolution=resolution, resolved_at=at)
+        several = [done if w.owner == wait.owner else w for w in self.head_waits]
+        still_open = [w for w in several if w.resolution is None]
+        status = "waiting" if still_open else "queued"  # a parallel step goes on once every branch is answered
         self._write(
             [
                 store.resolution_row(wait.owner, resolution, at),
@@ -159,13 +167,60 @@ class Waits:
                     checkpoint_seq=wait.checkpoint_seq,
                     payload={"kind": wait.kind, "owner": wait.owner, **resolution},
                 ),
-                store.update_row(self.id, status="queued", head_seq=self._head),
+                store.update_row(self.id, status=status, head_seq=self._head),
             ],
             sync=True,
         )
-        self._wait = replace(wait, resolution=resolution, resolved_at=at)
-        self._status = "queued"
-        return self._wait
+        if several:
+            self._head_waits = several
+        self._wait = still_open[0] if still_open else done
+        self._status = status  # type: ignore[assignment]
+        return done
+
+    @property
+    def head_waits(self: Run) -> list[WaitRecord]:  # type: ignore[misc]
+        """Every wait bound to the head checkpoint: several when parallel branches parked in one step."""
+        several = [w for w in self._head_waits if w.checkpoint_seq == self._head]
+        if several:
+            return several
+        wait = self.wait
+        return [wait] if wait is not None else []
+
+    def _pick_wait(self: Run, several: list[WaitRecord], kind: WaitKind, owner: str | None, action: str) -> WaitRecord:  # type: ignore[misc]
+        """The wait an answer is for when several branches wait: named by owner, or the only one open."""
+        open_ = [w for w in several if w.resolution is None]
+        if owner is not None:
+            wait = next((w for w in several if w.owner == owner), None)
+            if wait is None:
+                raise WaitOwnerError(
+                    f"the verdict names wait {owner!r}, but run {self.id} waits on "
+                    + ", ".join(f"{w.owner} ({w.kind} at {w.node_id})" for w in several)
+                    + "; refresh the view and answer one of those"
+                )
+        elif len(open_) == 1:
+            wait = open_[0]
+        elif not open_:
+            raise WaitError(f"run {self.id}'s {len(several)} waits are all answered; run.run() continues them")
+        else:
+            raise WaitOwnerError(
+                f"run {self.id} waits on {len(open_)} branches at once: "
+                + ", ".join(f"{w.owner} ({w.kind} at {w.node_id})" for w in open_)
+                + f"; name the one you answer: run.{action}(..., owner=...)"
+            )
+        if wait.resolution is not None:
+            raise WaitError(
+                f"run {self.id}'s {wait.kind} wait at {wait.node_id} ({wait.owner}) was already answered "
+                f"({_describe(wait.resolution)}); a wait takes one answer"
+            )
+        if wait.kind != kind:
+            raise WaitError(
+                f"wait {wait.owner} is a {wait.kind} at {wait.node_id}, which {action}() does not answer; "
+                f"use {_ANSWER_HINT[wait.kind]}"
+            )
+        current = self.graph.build()
+        if current.manifest.digest != self._built.manifest.digest:
+            raise RevisionMismatchError(self.lab._mismatch_message(self.id, self._built.manifest, current.manifest))
+        return wait
 
     # -- breakpoints ---------------------------------------------------------------------
 
@@ -224,20 +279,30 @@ class Waits:
         return False
 
     def parked(self: Run, *, attempt: int, node_id: str, signal: WaitSignal) -> None:  # type: ignore[misc]
-        self._restore_head_state()  # the station's partial work is not saved
-        try:
-            prompt = signal.prompt
-            if prompt is not None and not isinstance(prompt, str):
-                raise TypeError(f"a wait's prompt must be a string, got {type(prompt).__name__}")
-            details = _json(signal.details, f"the details of {node_id}'s {signal.kind} wait")
-            prior: list[Any] = signal.prior if isinstance(signal, InterruptRequested) else []
-            if isinstance(signal, CapabilityRequired):
-                details = {"capability": signal.capability, "details": details}
-                self._count_capability_request(node_id, signal.capability)
-        except (TypeError, CapabilityBudgetError) as exc:
-            self.failed(attempt=attempt, node_id=node_id, error=exc)
-            return
-        self._park(signal.kind, node_id, prompt=prompt, details=details, prior=prior, attempt=attempt)
+        self.parked_tasks([(None, attempt, node_id, signal)])
+
+    def parked_tasks(self: Run, parked: list[tuple[int | None, int, str, WaitSignal]]) -> None:  # type: ignore[misc]
+        """Park on one or more waits at once (a parallel step's branches): `(task id, attempt, station, signal)`."""
+        self._restore_head_state()  # the stations' partial work is not saved
+        items: list[dict[str, Any]] = []
+        for task, attempt, node_id, signal in parked:
+            try:
+                prompt = signal.prompt
+                if prompt is not None and not isinstance(prompt, str):
+                    raise TypeError(f"a wait's prompt must be a string, got {type(prompt).__name__}")
+                details = _json(signal.details, f"the details of {node_id}'s {signal.kind} wait")
+                prior: list[Any] = signal.prior if isinstance(signal, InterruptRequested) else []
+                if isinstance(signal, CapabilityRequired):
+                    details = {"capability": signal.capability, "details": details}
+                    self._count_capability_request(node_id, signal.capability)
+            except (TypeError, CapabilityBudgetError) as exc:
+                self.failed(attempt=attempt, node_id=node_id, error=exc)
+                return
+            items.append(
+                {"kind": signal.kind, "node_id": node_id, "prompt": prompt, "details": details, "prior": prior,
+                 "attempt": attempt, "task": task}
+            )
+        self._park_all(items)
 
     def _count_capability_request(self: Run, node_id: str, capability: str) -> None:  # type: ignore[misc]
         counters = self._counters
@@ -268,59 +333,72 @@ class Waits:
         attempt: int | None = None,
     ) -> None:
         """Write the waiting checkpoint, the wait and the `waiting` event in one transaction."""
+        self._park_all(
+            [{"kind": kind, "node_id": node_id, "prompt": prompt, "details": details, "prior": prior, "attempt": attempt, "task": None}]
+        )
+
+    def _park_all(self: Run, items: list[dict[str, Any]]) -> None:  # type: ignore[misc]
+        """One waiting checkpoint with a wait per item (a parallel step may park several branches)."""
         codec = self._built.codec
         store = self.lab.store
         seq = self._next_cp
-        owner = f"wait-{self.id[4:]}-{seq}-{secrets.token_hex(2)}"
-        wait = WaitRecord(
-            run_id=self.id,
-            owner=owner,
-            kind=kind,
-            node_id=node_id,
-            checkpoint_seq=seq,
-            prompt=prompt,
-            details=details,
-            prior=list(prior or []),
-            created_at=_now(),
-        )
+        waits: list[WaitRecord] = []
+        for item in items:
+            task = f"-t{item['task']}" if item["task"] is not None else ""
+            waits.append(
+                WaitRecord(
+                    run_id=self.id,
+                    owner=f"wait-{self.id[4:]}-{seq}{task}-{secrets.token_hex(2)}",
+                    kind=item["kind"],
+                    node_id=item["node_id"],
+                    checkpoint_seq=seq,
+                    prompt=item["prompt"],
+                    details=item["details"],
+                    prior=list(item["prior"] or []),
+                    created_at=_now(),
+                )
+            )
+        by_task = {item["task"]: w.owner for item, w in zip(items, waits, strict=True) if item["task"] is not None}
         cp = CheckpointRecord(
             run_id=self.id,
             seq=seq,
             parent_seq=self._head,
             status="waiting",
             state=self._state_json,
-            next=tuple(codec.encode_node(n) for n in self._pending),
+            next=tuple(_with_wait(codec.encode_node(n), by_task) for n in self._pending),
             counters=self._counters or None,
         )
-        self._write(
-            [
-                store.checkpoint_row(cp),
-                store.wait_row(wait),
+        rows = [store.checkpoint_row(cp)]
+        for item, wait in zip(items, waits, strict=True):
+            rows.append(store.wait_row(wait))
+            rows.append(
                 self._event_row(
                     "waiting",
-                    node_id=node_id,
-                    attempt=attempt,
+                    node_id=wait.node_id,
+                    attempt=item["attempt"],
                     checkpoint_seq=seq,
-                    payload={"kind": kind, "owner": owner, "prompt": prompt, "details": details},
-                ),
-            ],
-            sync=True,
-        )
+                    payload={"kind": wait.kind, "owner": wait.owner, "prompt": wait.prompt, "details": wait.details,
+                             **({"task": item["task"]} if item["task"] is not None else {})},
+                )
+            )
+        self._write(rows, sync=True)
         self._unflushed = 0
         self._next_cp = seq + 1
         self._head = seq
         self._status = "waiting"
-        self._wait = wait
+        self._wait = waits[0]
+        self._head_waits = waits if len(waits) > 1 else []
         self._resume = None
         from .run import StepResult
 
-        self._last = StepResult(node_id, "waiting", seq, self.next_stations)
+        self._last = StepResult(waits[0].node_id, "waiting", seq, self.next_stations, tasks=tuple(w.node_id for w in waits))
 
     # -- continuing ------------------------------------------------------------------------
 
     def _prepare_continue(self: Run) -> None:  # type: ignore[misc]
         """Before stepping: refuse an unanswered wait, continue a breakpoint, arm the answer."""
         self._resume = None
+        self._resume_tasks = {}
         wait = self._wait if self._wait is not None and self._wait.checkpoint_seq == self._head else None
         if self._status == "waiting":
             if wait is None:  # a waiting checkpoint without its wait: re-enter the station
@@ -337,6 +415,10 @@ class Waits:
                     + f"; answer it first with {_ANSWER_HINT[wait.kind]}"
                 )
         if wait is None or wait.resolution is None:
+            return
+        several = self.head_waits
+        if len(several) > 1:
+            self._resume_tasks = {task_of(w.owner): _context_for(w) for w in several}
             return
         self._resume = _context_for(wait)
 
@@ -361,6 +443,23 @@ class Waits:
         if self._counters.get("consecutive"):
             self._counters = {"capability_resumes": self._counters.get("capability_resumes", 0), "consecutive": {}}
         return self._counters or None
+
+
+_TASK_OWNER = re.compile(r"-t(\d+)-[0-9a-f]+$")
+
+
+def task_of(owner: str) -> int | None:
+    """The parallel task a wait belongs to (its owner id names it), or None for a serial wait."""
+    m = _TASK_OWNER.search(owner)
+    return int(m.group(1)) if m else None
+
+
+def _with_wait(station: PendingStation, by_task: dict[int, str]) -> PendingStation:
+    """A parked task's frontier entry names the wait it is parked on (readable in the checkpoint JSON)."""
+    task = (station.meta or {}).get("task")
+    if task is None or task not in by_task:
+        return station
+    return PendingStation(station.node_id, station.fields, {**(station.meta or {}), "wait": by_task[task]})
 
 
 def _context_for(wait: WaitRecord | None) -> StationContext | None:

@@ -12,10 +12,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic_graph import Graph, GraphBuilder, StepContext
+from pydantic_graph import Graph, GraphBuilder, GraphRunContext, StepContext
+from pydantic_graph.id_types import JoinID
 from pydantic_graph.join import (
+    Join,
+    JoinNode,
     ReduceFirstValue,
     ReducerContext,
     reduce_dict_update,
@@ -24,6 +27,8 @@ from pydantic_graph.join import (
     reduce_null,
     reduce_sum,
 )
+
+from lab import Gate, Verdict, interrupt
 
 
 @dataclass
@@ -579,5 +584,57 @@ def laps(width: int = 8) -> Graph[Any, Any, Any, Any]:
             .branch(g.match(Lap).transform(lambda ctx: ctx.inputs.item**2).to(collect))
         ),
         g.edge_from(collect).to(g.end_node),
+    )
+    return g.build()
+
+
+# -- gates and interrupts in branches -------------------------------------------------------------
+
+
+def asking(width: int = 3) -> Graph[Any, Any, Any, Any]:
+    """Each odd item asks a person (`interrupt()`); even ones go straight on. Lab-only (it waits)."""
+    g = GraphBuilder(state_type=Log, input_type=list[int], output_type=list[str])
+
+    @g.step
+    async def ask(ctx: Ctx) -> str:
+        # ask first: the branches share one state, and what a branch changed before it parks is kept
+        answer = interrupt({"item": ctx.inputs}) if ctx.inputs % 2 else "auto"
+        _visit(ctx, "ask")
+        return f"{ctx.inputs}:{answer}"
+
+    collect = g.join(reduce_list_append, initial_factory=list[str], node_id="collect")
+    g.add(g.edge_from(g.start_node).map().to(ask), g.edge_from(ask).to(collect), g.edge_from(collect).to(g.end_node))
+    return g.build()
+
+
+APPROVED = Join(id=JoinID("approved"), reducer=reduce_list_append, initial_factory=list[int])
+
+
+@dataclass
+class Approve(Gate[Log]):
+    """A consent gate inside a mapped branch; its verdict decides what reaches the join."""
+
+    item: int
+    prompt = "Keep this item?"
+
+    async def decide(self, ctx: GraphRunContext[Log, None], verdict: Verdict) -> Annotated[JoinNode[Log, None], APPROVED]:
+        ctx.state.visits.append("Approve")
+        return APPROVED.as_node(self.item if verdict.approved else -self.item)
+
+
+def gated() -> Graph[Any, Any, Any, Any]:
+    """Item 2 of a map needs a person's approval; its siblings settle while it waits."""
+    g = GraphBuilder(state_type=Log, input_type=list[int], output_type=list[int])
+
+    @g.step
+    async def check(ctx: Ctx) -> Approve | int:
+        _visit(ctx, "check")
+        return Approve(ctx.inputs) if ctx.inputs == 2 else ctx.inputs
+
+    g.add(
+        g.node(Approve),
+        g.edge_from(g.start_node).map().to(check),
+        g.edge_from(check).to(g.decision().branch(g.match(Approve).to(Approve)).branch(g.match(int).to(APPROVED))),
+        g.edge_from(APPROVED).to(g.end_node),
     )
     return g.build()

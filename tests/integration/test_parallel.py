@@ -23,7 +23,7 @@ import pytest
 from pydantic_graph import GraphBuilder, StepContext
 from pydantic_graph.join import reduce_list_append
 
-from lab import Lab
+from lab import Lab, WaitError, WaitOwnerError
 from lab.engine.tasks import JoinAcc
 from tests.integration import parallel_graphs as pg
 
@@ -295,3 +295,56 @@ def test_time_travel_over_a_parallel_run(lab):
     child.run()
     assert child.output == run.output and child.status == "done"
     assert lab.diff((run, 3), (child, 0)).to_json() == lab.diff((run, 3), (run, 3)).to_json()
+
+
+# -- gates and interrupts in a branch -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("approved", [True, False])
+def test_a_gate_in_one_branch_parks_it_while_its_siblings_settle(lab, approved):
+    run = lab.adopt(pg.gated(), name="gated").start(inputs=[1, 2, 3], state=pg.Log())
+    run.run()
+    assert run.status == "waiting" and run.wait.node_id == "Approve" and run.wait.kind == "consent"
+    assert run.next_stations == ("Approve",)
+    join = next(e for e in run.frontier if isinstance(e, JoinAcc))
+    assert join.value == [1, 3] and join.arrived == 2  # the siblings settled into the join
+    stored = lab.sql("SELECT next FROM checkpoints WHERE run_id = ? AND seq = ?", [run.id, run.head]).fetchall()[0][0]
+    parked = next(e for e in json.loads(stored) if e["node_id"] == "Approve")
+    assert parked["wait"] == run.wait.owner
+    (run.approve if approved else run.deny)(note="checked")
+    run.run()
+    assert run.status == "done" and run.output == [1, 3, 2 if approved else -2]
+    assert run.state.visits == ["check", "check", "check", "Approve"]
+
+
+def test_two_waits_in_one_step_are_answered_by_owner_in_any_order(tmp_path):
+    path = str(tmp_path / "lab.duckdb")
+    lab = Lab(path)
+    run = lab.adopt(pg.asking(), name="asking").start(inputs=[1, 2, 3], state=pg.Log())
+    run.run()
+    assert run.status == "waiting"
+    waits = run.head_waits
+    assert [w.node_id for w in waits] == ["ask", "ask"] and [w.details for w in waits] == [{"item": 1}, {"item": 3}]
+    assert {w.owner for w in lab.waiting()} == {w.owner for w in waits}
+    with pytest.raises(WaitOwnerError, match="waits on 2 branches at once"):
+        run.resume_with("x")
+    first, second = waits
+    run.resume_with("three", owner=second.owner)  # the later branch first
+    assert run.status == "waiting" and [w.owner for w in lab.waiting()] == [first.owner]
+    with pytest.raises(WaitError, match="answer it first"):
+        run.run()
+    with pytest.raises(WaitError, match="already answered"):
+        run.resume_with("again", owner=second.owner)
+    run_id = run.id
+    lab.close()
+    lab = Lab(path)  # a restart between the two answers
+    lab.adopt(pg.asking(), name="asking")
+    again = lab.resume(run_id)
+    assert again.status == "waiting" and [w.owner for w in again.head_waits if w.open] == [first.owner]
+    again.resume_with("one")  # the only open wait: no owner needed
+    assert again.status == "queued"
+    again.run()
+    assert again.status == "done" and again.output == ["2:auto", "1:one", "3:three"]
+    assert Counter(again.state.visits) == Counter({"ask": 3})  # each branch recorded its visit once
+    assert all(w.resolution is not None for w in again.waits())
+    lab.close()
