@@ -20,7 +20,8 @@ R times, round-robin (variant A, B, C, ... then again), so machine noise hits th
 report gives the median and the minimum, and each median's ratio to the floor's median. It is
 a benchmark, not a test: it prints and exits 0 whether or not the targets are met.
 
-`python -m lab.bench --profile` instead runs the lab step variant under cProfile.
+`python -m lab.bench --profile` instead runs the lab step variant under cProfile. After the
+table, `lab/bench_parallel.py` times a 16-wide map + join against native `graph.run` (issue 11).
 """
 
 from __future__ import annotations
@@ -539,8 +540,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only",
         action="append",
-        choices=[v.key for v in VARIANTS],
-        help="measure only these variants (repeatable; the floor is always measured)",
+        choices=[*(v.key for v in VARIANTS), "parallel"],
+        help="measure only these variants (repeatable; the floor is always measured; `parallel`: the map + join table)",
     )
     p.add_argument("--profile", action="store_true", help="profile the lab step variant instead (cProfile)")
     return p
@@ -553,8 +554,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.profile:
             print(profile_lab_step(args.visits))
         else:
-            report = run_benchmark(args.visits, args.repeat, args.warmup, only=args.only)
-            print(to_markdown(report))
+            loop_only = [k for k in args.only or () if k != "parallel"]
+            if args.only is None or loop_only:
+                report = run_benchmark(args.visits, args.repeat, args.warmup, only=loop_only or None)
+                print(to_markdown(report))
+            if args.only is None or "parallel" in args.only:
+                from .bench_parallel import parallel_markdown, run_parallel_benchmark
+
+                print()
+                print(parallel_markdown(run_parallel_benchmark(repeat=args.repeat, warmup=args.warmup)))
     except Exception:
         traceback.print_exc()
     return 0
