@@ -329,7 +329,6 @@ def check_finished_run(db: Path, run_id: str, reference: Reference, kills: list[
 def test_sigkill_at_random_points_loses_no_committed_boundary(tmp_path, reference):
     rng = random.Random(20240611)
     db = tmp_path / "crash.duckdb"
-    started = time.monotonic()
     all_kills: list[Kill] = []
     finished: list[str] = []
     while len(all_kills) < KILLS:
@@ -363,7 +362,6 @@ def test_sigkill_at_random_points_loses_no_committed_boundary(tmp_path, referenc
             check_run_integrity(lab, run_id)
     finally:
         lab.close()
-    assert time.monotonic() - started < 60
 
 
 # -- torn tails ---------------------------------------------------------------------------------

@@ -85,9 +85,8 @@ def test_long_run_returns_at_once_updates_live_and_pauses(mem_lab):
     run = g.start(Tick(), state=Slow())
     w = RunWidget(run)
     w.interval = 0.05
-    t0 = time.perf_counter()
     w.run_btn.click()
-    assert time.perf_counter() - t0 < 0.5  # the handler does not wait for the run
+    assert run.status != "done" and (run.head or 0) < 500  # the handler did not wait for the run (>= 10 s)
     assert w.busy and not w.pause_btn.disabled and w.step_btn.disabled
     deadline = time.monotonic() + 10
     while w.slider.max < 5 and time.monotonic() < deadline:  # the view moves while the run goes
