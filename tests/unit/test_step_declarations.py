@@ -10,7 +10,8 @@ Scenarios:
 - an edge naming a step no longer declared, an unfinished edge, a sync step function, and
   inputs of the wrong type are refused with what to do
 - with the kernel extension: a cell re-run that changes `.to(b)` into `.to(c)` drops the old
-  edge and says so; the live `%lab graph` view redraws as the cells add a fan-out
+  edge and says so; the live `%lab graph` view redraws as the cells add a fan-out; a renamed
+  step's cell drops the old step and names the edges that still use it; `%lab start inputs=...`
 """
 
 from __future__ import annotations
@@ -275,4 +276,44 @@ def test_magic_starts_a_step_graph_from_its_inputs() -> None:
         if isinstance(lab, Lab) and not lab.store.closed:
             lab.close()
         for name in ("lab", "g", "t", "run"):
+            ip.user_ns.pop(name, None)
+
+
+CHAIN_CELLS = [
+    "from pydantic_graph import StepContext\nfrom lab import Lab\nlab = Lab(':memory:')\n"
+    "g = lab.graph('chain', input_type=int, output_type=int)",
+    "@g.step\nasync def double(ctx: StepContext[None, None, int]) -> int:\n    return ctx.inputs * 2",
+    "g.add(g.edge_from(g.start_node).to(double), g.edge_from(double).to(g.end_node))",
+]
+
+
+def test_renamed_step_cell_drops_the_old_step_and_names_its_edges(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.unit.test_kernel_ext import get_ipython, run_cells
+
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "kernel_ext")
+    try:
+        run_cells(ip, CHAIN_CELLS, prefix="chain")
+        g = ip.user_ns["g"]
+        assert g.start(inputs=4).run().output == 8
+        renamed = CHAIN_CELLS[1].replace("def double(", "def triple(").replace("* 2", "* 3")
+        assert ip.run_cell(renamed, cell_id="chain-1").success
+        err = capsys.readouterr().err
+        assert "this cell used to declare double and now declares triple" in err
+        assert "the edge(s) start -> double; double -> end still name double" in err
+        assert list(g.steps) == ["triple"]
+        with pytest.raises(GraphDefinitionError, match="names step 'double', which is no longer declared"):
+            g.build()
+        assert 'double [label="double\\nmissing"' in g.render()  # drawn dashed until the edges change
+        # the edge cell, edited in place and run again: its old edges go, the graph runs again
+        assert ip.run_cell(CHAIN_CELLS[2].replace("double", "triple"), cell_id="chain-2").success
+        assert g.edges == ["start -> triple", "triple -> end"]
+        assert "this cell used to declare edge start -> double, edge double -> end" in capsys.readouterr().err
+        assert g.start(inputs=4).run().output == 12
+    finally:
+        ip.run_line_magic("unload_ext", "kernel_ext")
+        lab: Any = ip.user_ns.get("lab")
+        if isinstance(lab, Lab) and not lab.store.closed:
+            lab.close()
+        for name in ("lab", "g", "double", "triple"):
             ip.user_ns.pop(name, None)
