@@ -161,6 +161,9 @@ class BenchReport:
     variants: dict[str, VariantResult]
     machine: dict[str, str]
     day: str = field(default_factory=lambda: date.today().isoformat())
+    sync_us: float | None = None
+    """Median of one 1 KB append + `fdatasync` in the benchmark's directory, taken between the
+    timed rounds: what one boundary of the fsync variant cannot avoid paying for the disk."""
 
     @property
     def floor(self) -> VariantResult:
@@ -351,9 +354,12 @@ def run_benchmark(
             for _ in range(warmup):
                 for key in results:
                     _measure(results[key], measures[key], record=False)
+            syncs: list[float] = []
             for _ in range(repeat):
                 for key in results:
                     _measure(results[key], measures[key], record=True)
+                if "lab_step_fsync" in results:
+                    syncs += disk_sync_seconds(root, 10)
     finally:
         for lab in reversed(labs):
             try:
@@ -362,7 +368,27 @@ def run_benchmark(
                 traceback.print_exc()
         if tmp is not None:
             tmp.cleanup()
-    return BenchReport(visits=visits, repeat=repeat, warmup=warmup, variants=results, machine=machine_info())
+    sync_us = statistics.median(syncs) * 1e6 if syncs else None
+    return BenchReport(
+        visits=visits, repeat=repeat, warmup=warmup, variants=results, machine=machine_info(), sync_us=sync_us
+    )
+
+
+def disk_sync_seconds(directory: str, n: int) -> list[float]:
+    """`n` timings of one 1 KB append + `fdatasync` to a file in `directory` (the disk's own cost)."""
+    path = os.path.join(directory, "sync-probe")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    out = []
+    try:
+        for _ in range(n):
+            t = time.perf_counter()
+            os.write(fd, b"x" * 1023 + b"\n")
+            os.fdatasync(fd)
+            out.append(time.perf_counter() - t)
+    finally:
+        os.close(fd)
+        os.remove(path)
+    return out
 
 
 Measure = Callable[[], tuple[Any, ...]]
@@ -463,6 +489,14 @@ def to_markdown(report: BenchReport) -> str:
         lines.append(
             f"| {label} | {_us(v.median)} | {_us(v.minimum)} | {_us(v.mean)} | {ratio_s} | {target_s} | {met_s} | {folds} |"
         )
+    if report.sync_us is not None:
+        floor = report.floor.median
+        share = f" ({report.sync_us / (floor * 1e6):.2f}x the floor's median)" if floor else ""
+        lines += [
+            "",
+            f"Disk: one 1 KB append + fdatasync in the same directory, between rounds: median "
+            f"{report.sync_us:.1f} µs{share}; the fsync row pays one per station.",
+        ]
     bad = [k for k, v in report.variants.items() if v.seconds and any(o != report.visits for o in v.outputs)]
     if bad:
         lines += ["", f"WARNING: outputs differ from {report.visits} in {', '.join(bad)}"]

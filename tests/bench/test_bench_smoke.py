@@ -24,6 +24,7 @@ def test_benchmark_reports_every_variant(tmp_path):
         assert report.met(key) in (True, False)
         assert len(report.variants[key].folded) == 1
     assert report.ratio("floor") == 1.0
+    assert report.sync_us is not None and report.sync_us > 0
     assert set(report.machine) >= {"platform", "cpus", "python", "pydantic-graph", "duckdb"}
 
     table = bench.to_markdown(report)
