@@ -389,9 +389,10 @@ class DuckDBStore:
         with self._lock:
             self._check_writable()
             blob = self._journal.encode(rows)
-            if self.fsync and not self._buffer_durable:
-                # fsync what a boundary writes; an `entered` alone rides along with the next fsync
-                self._buffer_durable = any(r["t"] != "ev" or r.get("kind") != "entered" for r in rows)
+            if not self._buffer_durable:
+                # a boundary is synced (fsync=True) and checked; an `entered` event alone rides
+                # along with the boundary write that follows it
+                self._buffer_durable = len(rows) != 1 or rows[0].get("kind") != "entered"
             self._buffer.append(blob)
             self._buffer_lines += len(rows)
             if sync:
@@ -421,7 +422,8 @@ class DuckDBStore:
     def _flush_buffer(self) -> None:
         if self._buffer:
             blob = b"".join(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
-            self._journal.write(blob, self._buffer_lines, sync=self._buffer_durable)
+            durable = self._buffer_durable
+            self._journal.write(blob, self._buffer_lines, sync=durable and self.fsync, check=durable)
             self._buffer.clear()
             self._buffer_lines = 0
             self._buffer_durable = False

@@ -284,20 +284,24 @@ class Journal:
             raise StoreError(f"cannot write: {self._broken}")
         return st.st_size
 
-    def write(self, blob: bytes, lines: int, *, sync: bool | None = None) -> None:
+    def write(self, blob: bytes, lines: int, *, sync: bool | None = None, check: bool = True) -> None:
         """Append complete transactions; returns once the OS has them (and the disk, with fsync).
 
         A write that fails part-way is cut back to where it started, so the journal still
-        ends with a complete transaction, and raised as a `StoreError`.
+        ends with a complete transaction, and raised as a `StoreError`. `check` first makes
+        sure the file is still the journal (an `fstat`, which costs more than the write itself
+        right after one): the store skips it for an `entered` event alone, whose boundary write
+        follows at once and is checked.
         """
         if self._broken:
             raise StoreError(f"cannot write: {self._broken}")
-        start = self._check_file()
-        view = memoryview(blob)
+        start = self._check_file() if check else self._size
         try:
-            while view:
-                n = os.write(self._fd, view)
-                view = view[n:]
+            n = os.write(self._fd, blob)
+            if n != len(blob):  # a short write: the rest, or the error that stopped it
+                view = memoryview(blob)[n:]
+                while view:
+                    view = view[os.write(self._fd, view) :]
             if self.fsync if sync is None else sync:
                 os.fdatasync(self._fd)
         except OSError as exc:

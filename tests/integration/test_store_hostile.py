@@ -295,8 +295,8 @@ def test_a_journal_deleted_while_a_run_is_open_fails_the_next_write(tmp_path):
     with pytest.raises(StoreError, match="was deleted while the store was open"):
         run.step()
     assert run.head == 2
-    with pytest.raises(StoreError, match="was deleted"):
-        run.step()
+    with pytest.raises(StoreError, match="was deleted"):  # and every write after it
+        run.retry() if run.status == "failed" else run.step()
     lab.close()  # folds what the deleted file still holds
     with Lab(db) as lab:
         assert lab.run(run.id).head_seq == 2
