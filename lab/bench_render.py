@@ -9,7 +9,10 @@ loops back, so edges cross and `dot` has real work):
   state message, and the comm packs it as JSON the way the kernel's session does). The
   browser's paint and the socket write are not included;
 - for context, `RunWidget.refresh()` after a step of a real run of the same graph (store reads,
-  state tree, diff, events and the graph).
+  state tree, diff, events and the graph);
+- a parallel run (`--width`, default 16): a map of `width` squares and a join, in a loop, on
+  the super-step engine. Restyle + push of one super-step (the frontier overlay built from the
+  branch's checkpoints, every task lit) and `RunWidget.refresh()` after each step.
 
 Target: restyle + push median under 5 ms. Prints a Markdown table; always exits 0.
 """
@@ -24,7 +27,8 @@ import time
 from dataclasses import dataclass, make_dataclass
 from typing import Any
 
-from pydantic_graph import BaseNode, End, GraphRunContext
+from pydantic_graph import BaseNode, End, GraphRunContext, StepContext
+from pydantic_graph.join import reduce_list_append
 
 from . import Lab
 from .render import clear_layout_cache, layout, overlay_from_path, spec_for
@@ -168,20 +172,84 @@ def measure(stations: int = 50, steps: int = 300, layouts: int = 7) -> dict[str,
     return out
 
 
+@dataclass
+class Rounds:
+    done: int = 0
+    limit: int = 40
+
+
+def declare_map_loop(lab: Lab, width: int) -> Any:
+    """`width` numbers mapped over `square` and joined, round after round until `limit` rounds."""
+    g = lab.graph(f"bench_map{width}", state_type=Rounds, input_type=list[int], output_type=int)
+
+    async def square(ctx: StepContext[Rounds, None, int]) -> int:
+        return ctx.inputs * ctx.inputs
+
+    async def again(ctx: StepContext[Rounds, None, list[int]]) -> list[int] | int:
+        ctx.state.done += 1
+        return sum(ctx.inputs) if ctx.state.done > ctx.state.limit else list(range(width))
+
+    sq, ag = g.step(square), g.step(again)
+    collect = g.join(reduce_list_append, initial_factory=list[int], node_id="collect")
+    g.add(
+        g.edge_from(g.start_node).to(ag),
+        g.edge_from(ag).to(g.decision().branch(g.match(list).map().to(sq)).branch(g.match(int).to(g.end_node))),
+        g.edge_from(sq).to(collect),
+        g.edge_from(collect).to(ag),
+    )
+    return g
+
+
+def measure_parallel(width: int = 16, steps: int = 60) -> dict[str, dict[str, float]]:
+    """A map of `width` in a loop on the super-step engine: restyle + push and refresh per step; ms."""
+    from .widgets import RunWidget
+
+    out: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp, _PackingComm():
+        lab = Lab(f"{tmp}/lab.duckdb")
+        try:
+            g = declare_map_loop(lab, width)
+            run = g.start(inputs=list(range(width)), state=Rounds(limit=steps))
+            w = RunWidget(run)
+            assert w._steps is not None, "the map loop should run on the super-step engine"
+            refresh, restyle = [], []
+            lit = 0
+            while run.status != "done" and len(refresh) < steps:
+                run.step()
+                t = time.perf_counter()
+                w.refresh()
+                refresh.append((time.perf_counter() - t) * 1000)
+                seqs = list(w._seqs)
+                t = time.perf_counter()
+                ov = w._steps.overlay(seqs)
+                w.graph.show(ov)
+                restyle.append((time.perf_counter() - t) * 1000)
+                lit = max(lit, ov.tasks.get("square", 0))
+            assert lit == width, f"a step should light {width} square tasks, saw {lit}"
+            out[f"restyle + push one super-step (map of {width})"] = _quantiles(restyle)
+            out[f"RunWidget.refresh() after a super-step (map of {width}, context)"] = _quantiles(refresh)
+            w.close()
+        finally:
+            lab.close()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lab.bench_render", description=__doc__.splitlines()[0])
     ap.add_argument("--stations", type=int, default=50)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--layouts", type=int, default=7)
+    ap.add_argument("--width", type=int, default=16, help="tasks of the parallel run's map")
     args = ap.parse_args(argv)
     res = measure(args.stations, args.steps, args.layouts)
+    res.update(measure_parallel(args.width, min(args.steps, 60)))
     print(f"{args.stations} stations; {platform.platform()}; CPython {platform.python_version()}\n")
     print("| measure | median | p90 | min | samples | target | met |")
     print("|---|---:|---:|---:|---:|---:|:---:|")
     for name, q in res.items():
         unit = "" if "kB" in name else " ms"
         target, met = "", ""
-        if name.startswith("restyle"):
+        if name.startswith("restyle"):  # one step, serial or super-step
             target, met = f"< {TARGET_MS:g} ms", "yes" if q["median"] < TARGET_MS else "**no**"
         if "kB" in name:
             print(f"| {name} | {q['median']:.1f} | | | | | |")
