@@ -8,6 +8,7 @@ from .diff import Change, StateDiff
 from .errors import (
     CapabilityBudgetError,
     CheckpointError,
+    CheckpointValueError,
     GraphDefinitionError,
     LabError,
     RevisionMismatchError,
@@ -65,6 +66,7 @@ __all__ = (
     "GraphDefinitionError",
     "UnsupportedTopologyError",
     "StateContractError",
+    "CheckpointValueError",
     "StateEditError",
     "RevisionMismatchError",
     "UndeclaredTransitionError",

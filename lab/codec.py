@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import reprlib
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, get_type_hints
@@ -20,7 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
 from .engine.tasks import Fork, JoinAcc, Task, TaskInput
-from .errors import CheckpointError, StateContractError
+from .errors import CheckpointError, CheckpointValueError, StateContractError
 from .records import PendingStation
 
 __all__ = ("SnapshotCodec", "NodeCodec", "InputCodec", "node_init_fields")
@@ -99,12 +100,7 @@ class NodeCodec:
             return PendingStation(self.node_id, {})
         out: dict[str, Any] = {}
         for name, adapter in self._adapters.items():
-            try:
-                out[name] = adapter.dump_python(getattr(node, name), mode="json")
-            except Exception as exc:
-                raise StateContractError(
-                    f"node {self.node_id} field {name!r} cannot be written as JSON: {exc}"
-                ) from exc
+            out[name] = checked_dump(adapter, getattr(node, name), f"node {self.node_id} field {name!r}", self.fields[name])
         return PendingStation(self.node_id, out)
 
     def decode(self, fields: Mapping[str, Any], *, run_id: str | None = None, seq: int | None = None) -> Any:
@@ -252,29 +248,15 @@ class SnapshotCodec:
         """Refuse, before anything runs, a state that would not survive a checkpoint."""
         for node_id in self._node_classes:
             self.node(node_id)
-        try:
-            encoded = self._state.dump_python(state, mode="json")
-            json.dumps(encoded)
-        except Exception as exc:
-            raise StateContractError(
-                f"state of type {type(state).__qualname__} cannot be written as JSON ({_short(exc)}); "
-                "keep live objects in deps, not in state (seed 001 'State and dependencies')"
-            ) from exc
-        try:
-            again = self._state.dump_python(self._state.validate_python(encoded), mode="json")
-        except Exception as exc:
-            raise StateContractError(
-                f"state of type {_type_name(self.state_type)} is written as JSON but does not read back "
-                f"({_short(exc)}); make every field a JSON-friendly type"
-            ) from exc
-        if again != encoded:
-            raise StateContractError(
-                f"state of type {_type_name(self.state_type)} changes when written and read back "
-                f"({encoded!r} became {again!r}); make every field a JSON-friendly type"
-            )
+        self.encode_state(state)
 
     def encode_state(self, state: Any) -> Any:
-        return self._state.dump_python(state, mode="json")
+        """The state as JSON, refused (naming the field) unless it validates and reads back equal."""
+        return checked_dump(self._state, state, "state", self.state_type, loose=self._state_loose)
+
+    @cached_property
+    def _state_loose(self) -> bool:
+        return _has_any(self._state.core_schema)
 
     def decode_state(self, data: Any, *, run_id: str | None = None, seq: int | None = None) -> Any:
         try:
@@ -337,13 +319,7 @@ class SnapshotCodec:
             ) from None
 
     def encode_output(self, value: Any) -> Any:
-        try:
-            return self._output.dump_python(value, mode="json")
-        except Exception as exc:
-            raise StateContractError(
-                f"End data of type {type(value).__qualname__} cannot be written as JSON ({_short(exc)}); "
-                "return plain data from End(...)"
-            ) from exc
+        return checked_dump(self._output, value, "End data", self.output_type)
 
     def decode_output(self, data: Any, *, run_id: str | None = None) -> Any:
         try:
@@ -360,6 +336,169 @@ class SnapshotCodec:
         for node_id in sorted(self._node_classes):
             parts[node_id] = {name: _schema_or_name(tp) for name, tp in self.node(node_id).fields.items()}
         return json.dumps(parts, sort_keys=True, default=str)
+
+
+_LIVE = "; keep live objects (clients, open files, sessions) in deps, not in checkpointed values"
+_INVALID = "; a checkpoint stores only values of the declared type: fix the value (or the declaration)"
+_CHANGES = (
+    "; a checkpoint must read back equal: declare a precise type for it (dict[int, str], tuple[int, ...]) "
+    "or use plain JSON data (str keys, lists)"
+)
+
+
+def checked_dump(adapter: TypeAdapter[Any], value: Any, what: str, declared: Any, *, loose: bool = True) -> Any:
+    """`value` as JSON under `adapter`, or a `CheckpointValueError` naming the field that is wrong.
+
+    The JSON is validated back and compared *as values* with `value`: a value the declared type
+    does not admit (None in an int field), or one JSON changes (int dict keys, a tuple in an Any
+    field), is refused instead of being stored and failing on resume. `loose` types (holding Any
+    somewhere) are first searched for iterators, which serialising would consume.
+    """
+    if loose:
+        where = _iterator_in(value)
+        if where is not None:
+            path, obj = where
+            raise CheckpointValueError(
+                f"{_at(what, path)} holds {type(obj).__qualname__} (an iterator or open file), which "
+                f"cannot be checkpointed; nothing was read from it" + _LIVE
+            )
+    try:
+        data = adapter.dump_python(value, mode="json", warnings=False)
+    except Exception as exc:
+        raise CheckpointValueError(f"{what} cannot be written as JSON ({_short(exc)})" + _LIVE) from exc
+    try:
+        again = adapter.validate_python(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        path = ".".join(str(p) for p in err.get("loc", ()))
+        raise CheckpointValueError(
+            f"{_at(what, path)} does not validate as declared in {_type_name(declared)}: {err.get('msg')}, got "
+            f"{_brief(_pick(value, err.get('loc', ())))}" + _INVALID
+        ) from None
+    path = _difference(value, again)
+    if path is not None:
+        raise CheckpointValueError(
+            f"{_at(what, path)} changes when written as JSON and read back: {_brief(_pick(value, path))} "
+            f"became {_brief(_pick(again, path))}" + _CHANGES
+        )
+    return data
+
+
+def _at(what: str, path: str | tuple[Any, ...]) -> str:
+    if not isinstance(path, str):
+        path = ".".join(str(p) for p in path)
+    if not path:
+        return what
+    return f"{what} field {path!r}" if what == "state" or what == "End data" else f"{what} at {path!r}"
+
+
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = 60
+_repr.maxlist = _repr.maxdict = _repr.maxtuple = 6
+_brief = _repr.repr
+
+
+def _fields_of(value: Any) -> tuple[str, ...] | None:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return tuple(f.name for f in dataclasses.fields(value))
+    model_fields = getattr(type(value), "model_fields", None)
+    if isinstance(model_fields, dict):
+        return tuple(model_fields)
+    return None
+
+
+def _difference(value: Any, again: Any, depth: int = 0) -> str | None:
+    """The dotted path where `again` differs from `value` ("" for the whole value), or None."""
+    same_type = type(again) is type(value) or (type(value) in _NUMBERS and type(again) in _NUMBERS)
+    try:
+        if same_type and bool(again == value):
+            return None
+    except Exception:
+        pass
+    if depth > 20 or not same_type:
+        return ""
+    pairs = _child_pairs(value, again)
+    if pairs is None:
+        return ""
+    for key, a, b in pairs:
+        sub = _difference(a, b, depth + 1)
+        if sub is not None:
+            return f"{key}.{sub}" if sub else str(key)
+    return None  # equal part by part (say, a class that compares by identity)
+
+
+def _child_pairs(value: Any, again: Any) -> list[tuple[Any, Any, Any]] | None:
+    """(name, part of value, part of again) to compare, or None when they cannot be paired up."""
+    fields = _fields_of(value)
+    if fields is not None:
+        return [(name, getattr(value, name, None), getattr(again, name, None)) for name in fields]
+    if isinstance(value, dict):
+        return [(k, value[k], again[k]) for k in value] if list(value) == list(again) else None
+    if isinstance(value, list | tuple) and len(value) == len(again):
+        return [(i, a, b) for i, (a, b) in enumerate(zip(value, again, strict=True))]
+    return None
+
+
+def _pick(value: Any, path: str | tuple[Any, ...]) -> Any:
+    """The part of `value` at `path` (as far as it can be followed), for a message."""
+    parts = path.split(".") if isinstance(path, str) else [str(p) for p in path]
+    for part in parts:
+        if not part:
+            continue
+        try:
+            if isinstance(value, dict):
+                value = next(v for k, v in value.items() if str(k) == part)
+            elif isinstance(value, list | tuple):
+                value = value[int(part)]
+            else:
+                value = getattr(value, part)
+        except (StopIteration, ValueError, IndexError, AttributeError):
+            break
+    return value
+
+
+_NUMBERS = (int, float)
+_SCALARS = (str, bytes, bytearray, int, float, bool, type(None))
+
+
+def _iterator_in(value: Any, path: str = "", depth: int = 0) -> tuple[str, Any] | None:
+    """The first iterator (a generator, an open file) inside `value`, with its path."""
+    if isinstance(value, _SCALARS) or depth > 50:
+        return None
+    if hasattr(type(value), "__next__"):
+        return path, value
+    fields = _fields_of(value)
+    if fields is not None:
+        items: Any = ((name, getattr(value, name, None)) for name in fields)
+    elif isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _iterator_in(item, f"{path}.{key}" if path else str(key), depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _has_any(schema: Any) -> bool:
+    """Whether a pydantic core schema admits `Any` somewhere (an Any, object or bare dict field)."""
+    stack = [schema]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict):
+            if node.get("type") == "any":
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return False
 
 
 def _schema_or_name(tp: Any) -> Any:

@@ -12,6 +12,7 @@ __all__ = (
     "GraphDefinitionError",
     "UnsupportedTopologyError",
     "StateContractError",
+    "CheckpointValueError",
     "RevisionMismatchError",
     "UndeclaredTransitionError",
     "CheckpointError",
@@ -42,6 +43,14 @@ class UnsupportedTopologyError(GraphDefinitionError):
 
 class StateContractError(LabError, TypeError):
     """A state or node type does not round-trip through JSON, so it cannot be checkpointed."""
+
+
+class CheckpointValueError(StateContractError, ValueError):
+    """A state, node field or End value does not validate as declared, or would not read back equal.
+
+    Raised at `start` and when a station settles, so a bad value fails that station (and is
+    never stored) instead of making the run unresumable later.
+    """
 
 
 class RevisionMismatchError(LabError, RuntimeError):

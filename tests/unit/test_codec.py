@@ -7,10 +7,11 @@ missing node fields and state that no longer validates fail explicitly, never a 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from pydantic_graph import BaseNode, End, GraphRunContext
 
-from lab import CheckpointError
+from lab import CheckpointError, CheckpointValueError
 from lab.codec import SnapshotCodec
 from lab.records import PendingStation
 
@@ -138,3 +139,62 @@ def test_output_codec():
     assert codec.decode_output(codec.encode_output(5)) == 5
     with pytest.raises(CheckpointError, match="output no longer validates"):
         codec.decode_output("five")
+
+
+@dataclass
+class LooseState:
+    """Any and bare-dict fields: pydantic writes whatever they hold, so values are compared."""
+
+    anything: Any = None
+    table: dict = field(default_factory=dict)
+    typed: dict[int, str] = field(default_factory=dict)
+    pair: tuple[int, ...] = ()
+
+
+loose = SnapshotCodec(state_type=LooseState, output_type=Any, nodes={})
+
+
+@pytest.mark.parametrize(
+    ("state", "field_name", "became"),
+    [
+        (LooseState(table={1: "a"}), "table", "{'1': 'a'}"),
+        (LooseState(anything=(1, 2)), "anything", "[1, 2]"),
+        (LooseState(anything={"k": {2: "b"}}), "anything.k", "{'2': 'b'}"),
+        (LooseState(anything={3, 4}), "anything", "[3, 4]"),
+        (LooseState(anything=Colour.RED), "anything", "'red'"),
+    ],
+)
+def test_a_value_json_changes_is_refused_naming_the_field(state, field_name, became):
+    with pytest.raises(CheckpointValueError, match=rf"state field '{re.escape(field_name)}' changes .* became {re.escape(became)}"):
+        loose.encode_state(state)
+
+
+def test_declared_types_keep_what_json_alone_would_change():
+    state = LooseState(anything=[1, "x", None, {"k": [1.5]}], typed={1: "a"}, pair=(1, 2))
+    assert loose.decode_state(json.loads(json.dumps(loose.encode_state(state)))) == state
+
+
+def test_an_open_file_in_an_any_field_is_refused_and_not_read(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("one\ntwo\n")
+    with path.open() as fh:
+        with pytest.raises(CheckpointValueError, match=r"state field 'anything' holds TextIOWrapper .* nothing was read"):
+            loose.encode_state(LooseState(anything=fh))
+        assert fh.tell() == 0 and fh.readline() == "one\n"
+    gen = (i for i in range(3))
+    with pytest.raises(CheckpointValueError, match=r"state field 'table.g' holds generator"):
+        loose.encode_state(LooseState(table={"g": gen}))
+    assert next(gen) == 0
+
+
+def test_values_the_declared_types_refuse_name_the_field():
+    with pytest.raises(CheckpointValueError, match=r"state field 'count' does not validate .* got None"):
+        codec.encode_state(RichState(count=None))  # type: ignore[arg-type]
+    with pytest.raises(CheckpointValueError, match=r"state field 'inner.weights.1' does not validate .* got 'heavy'"):
+        codec.encode_state(RichState(inner=Inner("x", [1.0, "heavy"])))  # type: ignore[list-item]
+    with pytest.raises(CheckpointValueError, match=r"node Work field 'step' does not validate .* got 'x'"):
+        codec.encode_node(Work(step="x"))  # type: ignore[arg-type]
+    with pytest.raises(CheckpointValueError, match=r"End data does not validate as declared in int.* got 'x'"):
+        codec.encode_output("x")
+    with pytest.raises(CheckpointValueError, match=r"End data changes when written as JSON and read back: '5' became 5"):
+        codec.encode_output("5")
