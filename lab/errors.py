@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = (
     "LabError",
+    "ArgumentError",
     "GraphDefinitionError",
     "UnsupportedTopologyError",
     "StateContractError",
@@ -24,6 +25,7 @@ __all__ = (
     "RunNotFoundError",
     "StoreError",
     "StoreLockedError",
+    "StorePermissionError",
     "StoreSchemaError",
     "StoreQueryError",
 )
@@ -31,6 +33,13 @@ __all__ = (
 
 class LabError(Exception):
     """Base class of every error Graph Lab raises on purpose."""
+
+
+class ArgumentError(LabError, TypeError, ValueError):
+    """An argument of the wrong type or value (say `lab.runs(status=5)`); the message names it.
+
+    A `TypeError` and a `ValueError` both, so code that caught either before still catches it.
+    """
 
 
 class GraphDefinitionError(LabError, TypeError):
@@ -106,6 +115,10 @@ class StoreError(LabError, RuntimeError):
 
 class StoreLockedError(StoreError):
     """Another process holds the DuckDB file."""
+
+
+class StorePermissionError(StoreError, PermissionError):
+    """The store's file, journal or folder cannot be written by this process (read-only)."""
 
 
 class StoreSchemaError(StoreError):

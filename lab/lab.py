@@ -6,12 +6,13 @@ import dataclasses
 import os
 from collections.abc import Callable
 from types import NoneType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import duckdb
 
 from .diff import StateDiff, diff_json
 from .errors import (
+    ArgumentError,
     CheckpointError,
     GraphDefinitionError,
     RevisionMismatchError,
@@ -20,7 +21,7 @@ from .errors import (
 )
 from .graph import LabGraph
 from .manifest import Manifest
-from .records import Durability, EventRecord, RunRecord, WaitRecord
+from .records import Durability, EventRecord, RunRecord, Status, WaitRecord
 from .run import Run
 
 if TYPE_CHECKING:
@@ -38,6 +39,17 @@ _current: Lab | None = None
 _graphs_of: dict[DuckDBStore, dict[str, LabGraph]] = {}
 """The graphs declared on each open file store: every `Lab` of one path in a process shares them
 (a `:memory:` store is private to its Lab). Dropped when the store closes."""
+
+
+_STATUSES: tuple[str, ...] = get_args(Status)
+
+
+def _run_id(run_id: Any, call: str) -> str:
+    """`run_id` if it can name a run, else an error saying what it should be."""
+    if isinstance(run_id, str) and run_id:
+        return run_id
+    hint = f"; pass run.id, {run_id.id!r}" if isinstance(run_id, Run) else " (lab.runs() lists them)"
+    raise ArgumentError(f"{call}({run_id!r}): run_id is a run's id, a str like 'run-01a2b3c4d5e6-0f1a2b'{hint}")
 
 
 def current_lab() -> Lab | None:
@@ -79,7 +91,7 @@ class Lab:
     ):
         global _current
         if durability not in ("step", "batch"):
-            raise ValueError(f"durability must be 'step' or 'batch', got {durability!r}")
+            raise ArgumentError(f"Lab(durability={durability!r}): durability is 'step' or 'batch'")
         self.path = MEMORY if path == MEMORY else os.path.abspath(os.fspath(path or DEFAULT_PATH))
         self.durability: Durability = durability
         self.batch_size = batch_size
@@ -126,11 +138,17 @@ class Lab:
 
     def runs(self, *, graph: str | None = None, status: str | None = None) -> list[RunRecord]:
         """The runs in the store, oldest first; filter by graph name or status."""
+        if graph is not None and not isinstance(graph, str):
+            raise ArgumentError(f"lab.runs(graph={graph!r}): graph is a graph's name, a str (lab.graphs lists them)")
+        if status is not None and status not in _STATUSES:
+            raise ArgumentError(
+                f"lab.runs(status={status!r}): status is one of {', '.join(map(repr, _STATUSES))}, or None for every run"
+            )
         return self.store.list_runs(graph_key=graph, status=status)
 
     def run(self, run_id: str) -> RunRecord:
         """The stored record of one run."""
-        return self.store.get_run(run_id)
+        return self.store.get_run(_run_id(run_id, "lab.run"))
 
     def resume(self, run_id: str, *, deps: Any = None) -> Run:
         """A handle on a stored run, continuing from its head checkpoint.
@@ -141,7 +159,7 @@ class Lab:
         only because you asked here; in the process that was interrupted this continues the same
         handle (as `run.retry()` does).
         """
-        live = self._live.get(run_id)
+        live = self._live.get(_run_id(run_id, "lab.resume"))
         if live is not None:
             if deps is not None:
                 live._deps = deps
@@ -206,7 +224,7 @@ class Lab:
         (`lab.fork(run_id, seq, revision="current")`), or its head checkpoint is damaged (fork an
         earlier `seq`). Nothing is decoded but checkpoint `seq`; the parent gains a `fork` event.
         """
-        live = self._live.get(run_id)
+        live = self._live.get(_run_id(run_id, "lab.fork"))
         if live is not None:
             return live.fork(seq, state=state, revision=revision)
         rec = self.store.get_run(run_id)
@@ -282,11 +300,11 @@ class Lab:
         against the run's budget. `provider=None` removes it.
         """
         if not isinstance(capability, str) or not capability:
-            raise TypeError(f"a capability name is a non-empty str, got {capability!r}")
+            raise ArgumentError(f"lab.provide: a capability name is a non-empty str, got {capability!r}")
         if provider is None:
             self._providers.pop(capability, None)
         elif not callable(provider):
-            raise TypeError(f"provider for {capability!r} must be callable (a function of the wait), got {provider!r}")
+            raise ArgumentError(f"lab.provide: provider for {capability!r} must be callable (a function of the wait), got {provider!r}")
         else:
             self._providers[capability] = provider
 
@@ -303,7 +321,7 @@ class Lab:
 
     def lineage(self, run_id: str) -> list[RunRecord]:
         """The run's family: ancestors root first, the run, then every fork descended from it."""
-        return self.store.family(run_id)
+        return self.store.family(_run_id(run_id, "lab.lineage"))
 
     def diff(self, left: tuple[Any, int], right: tuple[Any, int]) -> StateDiff:
         """Difference of two checkpoints, also across runs: `lab.diff((run1, 3), (run2, 8))`."""
@@ -333,7 +351,7 @@ class Lab:
         elif isinstance(keep, int) and not isinstance(keep, bool) and keep >= 1:
             kept = self.store.branch(run_id, rec.head_seq)[-keep:]
         else:
-            raise ValueError(f"keep must be 'head' or a positive number of checkpoints, got {keep!r}")
+            raise ArgumentError(f"lab.prune(keep={keep!r}): keep is 'head' or a positive number of checkpoints")
         return self.store.delete_checkpoints(run_id, [k for k in kept if k is not None])
 
     def delete_run(self, run_id: str) -> None:
@@ -343,7 +361,7 @@ class Lab:
         self._live.pop(run_id, None)
 
     def _terminal(self, run_id: str, action: str) -> RunRecord:
-        rec = self.store.get_run(run_id)
+        rec = self.store.get_run(_run_id(run_id, f"lab.{'delete_run' if action == 'delete' else action}"))
         live = self._live.get(run_id)
         if rec.status not in ("done", "failed", "cancelled") or (live is not None and live._busy.locked()):
             raise RunStateError(
@@ -353,7 +371,7 @@ class Lab:
         return rec
 
     def events(self, run_id: str) -> list[EventRecord]:
-        return self.store.events(run_id)
+        return self.store.events(_run_id(run_id, "lab.events"))
 
     def sql(self, query: str, params: list[Any] | None = None) -> duckdb.DuckDBPyRelation:
         """Read-only SQL over the tables `graphs`, `runs`, `checkpoints`, `events` (see docs/store.md)."""

@@ -25,7 +25,7 @@ from .engine.loop import run_sync
 from .engine.serial import Stop, drive
 from .engine.superstep import drive_steps
 from .engine.tasks import JoinAcc, node_id_of
-from .errors import RevisionMismatchError, RunStateError, StoreError
+from .errors import ArgumentError, RevisionMismatchError, RunStateError, StoreError
 from .history import TimeTravel
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
 from .steps import SuperSteps
@@ -276,6 +276,11 @@ class Run(Waits, TimeTravel, SuperSteps):
 
     async def arun(self, max_steps: int | None = None) -> Run:
         """The async form of `run()`."""
+        if max_steps is not None and (not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 0):
+            raise ArgumentError(
+                f"run.run(max_steps={max_steps!r}): max_steps is how many stations to run at most, an int >= 0, "
+                "or None to run until End, a failure or a wait"
+            )
         await self._advance(max_steps=max_steps)
         return self
 

@@ -103,7 +103,7 @@ async def drive(
             try:
                 result = await graph_run.next(request)
             except BaseException as exc:
-                stop = _raised(hooks, attempt, node_id, exc, settled)
+                stop = _raised(hooks, attempt, node_id, _not_a_node(exc, node_id, manifest), settled)
                 if stop is None:
                     raise
                 return stop
@@ -141,6 +141,26 @@ def _raised(hooks: EngineHooks, attempt: int, node_id: str, exc: BaseException, 
         return Stop("waiting", settled)
     hooks.failed(attempt=attempt, node_id=node_id, error=exc)
     return Stop("failed", settled) if isinstance(exc, Exception) else None
+
+
+def _not_a_node(exc: BaseException, node_id: str, manifest: Manifest) -> BaseException:
+    """pydantic-graph's `assert_never` on a node's return value, as an error that says what to return."""
+    if not isinstance(exc, AssertionError) or not str(exc).startswith("Expected code to be unreachable"):
+        return exc
+    tb, returned, found = exc.__traceback__, None, False
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "_handle_node" and "next_node" in tb.tb_frame.f_locals:
+            returned, found = tb.tb_frame.f_locals["next_node"], True
+        tb = tb.tb_next
+    if not found:
+        return exc
+    allowed = ", ".join("End(...)" if s == END else f"{s}(...)" for s in manifest.successors(node_id)) or "nothing"
+    error = UndeclaredTransitionError(
+        f"station {node_id} returned {returned!r} ({type(returned).__qualname__}), which is neither a node nor End; "
+        f"its run() must return one of what its return hint declares: {allowed}"
+    )
+    error.__cause__ = exc
+    return error
 
 
 def _settle(manifest: Manifest, hooks: EngineHooks, attempt: int, node_id: str, result: Any) -> str | None:

@@ -25,7 +25,14 @@ from typing import Any
 
 import duckdb
 
-from ..errors import RunNotFoundError, StoreError, StoreLockedError, StoreQueryError, StoreSchemaError
+from ..errors import (
+    RunNotFoundError,
+    StoreError,
+    StoreLockedError,
+    StorePermissionError,
+    StoreQueryError,
+    StoreSchemaError,
+)
 from ..manifest import Manifest
 from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord, utcnow
 from .journal import Journal, scan, stamp
@@ -184,6 +191,27 @@ def _loads(value: Any) -> Any:
     return None if value is None else json.loads(value)
 
 
+def _not_writable(path: str, detail: str, read_only: bool = False, target: str | None = None) -> StorePermissionError:
+    """The store (or its folder) is read-only to this process: say which and what to do.
+
+    `target` is the path the OS refused (the journal beside the file, a folder to create)."""
+    if read_only:
+        return StorePermissionError(
+            f"cannot read the store {path}: permission denied ({detail}); give this user read access to the "
+            "file and its folder, or copy the file somewhere readable"
+        )
+    target = os.fspath(target or path)
+    folder = target
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder) or "."
+    what = f"the file {target}" if os.path.isfile(target) else f"the folder {folder}"
+    return StorePermissionError(
+        f"cannot open the store {path} for writing: {what} is read-only to this process ({detail}). Make it "
+        f"writable (say chmod u+w), open another path with Lab('elsewhere.duckdb'), or read it without writing: "
+        f"python -m lab runs --store {path}"
+    )
+
+
 class DuckDBStore:
     """Graph Lab's store on one DuckDB database (a file, or `:memory:` for tests)."""
 
@@ -213,7 +241,10 @@ class DuckDBStore:
             journal_path = path + ".journal"
             self._con = self._connect(path, read_only=True)
         else:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            try:
+                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            except PermissionError as exc:
+                raise _not_writable(path, str(exc), target=exc.filename) from None
             journal_path = path + ".journal"
             self._con = self._connect(path)
         try:
@@ -229,10 +260,12 @@ class DuckDBStore:
                     self.recovered = True
                     log.info("store %s: replaying %d journal lines", path, report.lines)
                     self.fold()
-        except BaseException:
+        except BaseException as exc:
             self._con.close()
             if self._tmpdir:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)
+            if isinstance(exc, PermissionError) and not isinstance(exc, StoreError):
+                raise _not_writable(path, str(exc), read_only, exc.filename) from None  # say, the journal
             raise
         # a store nobody closes (Lab(":memory:") dropped, or left at exit) still lets go of its files
         self._finalizer = weakref.finalize(self, _release, self._journal, self._con, self._tmpdir)
@@ -246,6 +279,8 @@ class DuckDBStore:
             return duckdb.connect(path, read_only=read_only, config=_CONFIG)
         except duckdb.IOException as exc:
             text = str(exc)
+            if "permission denied" in text.lower() or "read-only file system" in text.lower():
+                raise _not_writable(path, text.splitlines()[0], read_only) from None
             if "lock" in text.lower():
                 pid = text.split("PID ")[-1].split(")")[0] if "PID " in text else "another process"
                 raise StoreLockedError(
@@ -272,6 +307,11 @@ class DuckDBStore:
             if has_meta:
                 row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
                 version = int(row[0]) if row else 0
+        except ValueError:
+            raise StoreSchemaError(
+                f"the store {self.path} says its schema_version is {row[0]!r}, not a number: its meta table was "
+                "edited outside Graph Lab; restore the file from a backup, or move it aside to start a new store"
+            ) from None
         except duckdb.Error as exc:
             raise StoreError(
                 f"cannot open the store {self.path}: it is damaged or not a Graph Lab store "
