@@ -6,6 +6,7 @@ and its history can be queried with SQL.
 
 from .diff import Change, StateDiff
 from .errors import (
+    ArgumentError,
     CapabilityBudgetError,
     CheckpointError,
     CheckpointValueError,
@@ -18,6 +19,7 @@ from .errors import (
     StateEditError,
     StoreError,
     StoreLockedError,
+    StorePermissionError,
     StoreQueryError,
     StoreSchemaError,
     UndeclaredTransitionError,
@@ -78,6 +80,8 @@ __all__ = (
     "RunNotFoundError",
     "StoreError",
     "StoreLockedError",
+    "StorePermissionError",
+    "ArgumentError",
     "StoreSchemaError",
     "StoreQueryError",
 )
