@@ -331,3 +331,25 @@ def test_a_changed_definition_is_a_new_revision(lab: Lab) -> None:
     with pytest.raises(Exception, match="already a graph of this lab"):
         lab.graph("clash")
         lab.workflow({**FLOW, "name": "clash"})
+
+
+def test_an_activation_variable_set_early_branches_the_rest_of_the_run(lab: Lab) -> None:
+    """Path variation works through ordinary state: an activation variable set early (by a detection step
+    or a checkpoint) marks a variant — review mode, monorepo handling — and exit conditions and step gates
+    branch on it for the rest of the run."""
+    flow = copy.deepcopy(FLOW)
+    flow["activities"][0]["checkpoints"][0]["when"] = "!is_monorepo"  # a monorepo skips the question
+    flow["activities"][0]["exits"][0]["when"] = "is_monorepo && mode == 'standard'"
+    asked = lab.workflow(flow)
+    single = asked.start(
+        repo={"host_repo_path": "/r", "target_repo": "r", "component_path": "", "is_monorepo": False}
+    )
+    single.run()
+    assert single.status == "waiting"  # the checkpoint's gate held: it asks
+    mono = asked.start(
+        repo={"host_repo_path": "/m", "target_repo": "m", "component_path": "a", "is_monorepo": True}
+    )
+    mono.run()
+    assert mono.status == "done" and trail(mono) == [
+        ("triage", "skipped", "when")
+    ]  # no question, another exit

@@ -281,7 +281,9 @@ def test_resume_against_a_store_that_never_held_the_run(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_resume_after_the_process_was_killed(tmp_path: Path) -> None:
-    """A session can be paused, killed, or resumed at any point (a real SIGKILL mid-activity)."""
+    """A session can be paused, killed, or resumed at any point (a real SIGKILL mid-activity). The
+    orchestrator marks a row in progress before it hands the activity to a worker, and complete once that
+    activity's work is committed."""
     db, folder = os.fspath(tmp_path / "lab.duckdb"), tmp_path / "s"
     proc = subprocess.Popen(
         [sys.executable, os.fspath(HERE / "workflow_worker.py"), db, os.fspath(folder)],
