@@ -380,8 +380,8 @@ class _Types:
         except Exception:
             return None
 
-    def step_input(self, step_id: str, fn: Any) -> Any:
-        """`InputT` of the step's `ctx: StepContext[State, Deps, InputT]`, else what feeds it, else Any."""
+    def declared_input(self, step_id: str, fn: Any) -> Any:
+        """`InputT` of the step's `ctx: StepContext[State, Deps, InputT]` annotation, or None."""
         params = list(inspect.signature(fn).parameters.values())
         try:
             hints = self.hints(fn)
@@ -392,7 +392,11 @@ class _Types:
             ) from exc
         ann = hints.get(params[0].name) if params else None
         args = get_args(ann) if ann is not None else ()
-        declared = args[2] if len(args) == 3 else None
+        return args[2] if len(args) == 3 else None
+
+    def step_input(self, step_id: str, fn: Any) -> Any:
+        """`InputT` of the step's `ctx: StepContext[State, Deps, InputT]`, else what feeds it, else Any."""
+        declared = self.declared_input(step_id, fn)
         if not _unknown(declared):
             return declared
         fed = self.fed(step_id)
@@ -478,9 +482,11 @@ class _Types:
                     return self.native.output_type
                 if isinstance(node, Step) and not isinstance(node, NodeStep):
                     try:
-                        return self.step_input(dst, node.call)
+                        declared = self.declared_input(dst, node.call)
                     except StateContractError:
-                        return Any
+                        declared = None
+                    if not _unknown(declared):
+                        return declared
         try:
             return type(factory())
         except Exception:

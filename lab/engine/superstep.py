@@ -20,6 +20,7 @@ The engine knows nothing of stores or views: it reports to its `StepHooks` (the 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -86,7 +87,14 @@ class _End:
     value: Any
 
 
-_Arrival = _NewTask | _JoinItem | _JoinOpen | _End
+@dataclass(slots=True)
+class _Reduced:
+    """A join item already reduced while the step ran (see `_Step._reduce_early`)."""
+
+    join_id: str
+
+
+_Arrival = _NewTask | _JoinItem | _JoinOpen | _End | _Reduced
 
 
 # -- reporting -----------------------------------------------------------------------------------
@@ -213,6 +221,14 @@ class _Step:
         self.end_from: int | None = None
         """The task whose result reached End first; its siblings were cancelled."""
         self.settling: str | None = None
+        self.finished: list[int] = []
+        """Task ids in the order their results came back."""
+        self.early_cancelled: set[tuple[str, int]] = set()
+        """Fork runs a reducer cancelled while the step ran (as pydantic-graph cancels in-flight siblings)."""
+        self.survivors: set[int] = set()
+        """Tasks that finished before their fork run was cancelled: they settle as usual."""
+        self.cancelled_ids: set[int] = set()
+        self.early_error: Exception | None = None
         ids = [t.task_id for t in self.tasks]
         runs = [f.run for t in self.tasks for f in t.fork_stack]
         runs += [j.fork_run for j in joins] + [f.run for j in joins for f in j.downstream]
@@ -236,7 +252,10 @@ class _Step:
                 t.cancel()
             await asyncio.gather(*aio.values(), return_exceptions=True)
             raise
-        if self.end_from is None and any(isinstance(o, asyncio.CancelledError) for o in outcomes):
+        cancelled_from_outside = [
+            t for t, o in zip(aio, outcomes, strict=True) if isinstance(o, asyncio.CancelledError) and t not in self.cancelled_ids
+        ]
+        if self.end_from is None and cancelled_from_outside:
             raise asyncio.CancelledError  # a task was cancelled from outside the engine
 
     async def _run_one(self, task: Task, aio: dict[int, asyncio.Task[None]]) -> None:
@@ -244,8 +263,8 @@ class _Step:
         try:
             arrivals = await _Router(self.native, self.state, self.deps).run(task)
         except asyncio.CancelledError:
-            if self.end_from is not None:
-                return  # a sibling reached End: pydantic-graph cancels the rest too
+            if self.end_from is not None or task.task_id in self.cancelled_ids:
+                return  # a sibling reached End, or a reducer cancelled its siblings: as pydantic-graph does
             raise
         except Exception as exc:
             ms = _ms(started)
@@ -253,6 +272,11 @@ class _Step:
             self.results[task.task_id] = ("parked", signal, ms) if signal is not None else ("failed", exc, ms)
             return
         self.results[task.task_id] = ("ok", arrivals, _ms(started))
+        self.finished.append(task.task_id)
+        try:
+            self._reduce_early(arrivals, aio)
+        except Exception as exc:  # a reducer raised: the step fails when it settles
+            self.early_error = self.early_error or exc
         if self.end_from is None and any(isinstance(a, _End) for a in arrivals):
             self.end_from = task.task_id
             me = asyncio.current_task()
@@ -260,19 +284,44 @@ class _Step:
                 if t is not me and not t.done():
                     t.cancel()
 
+    def _reduce_early(self, arrivals: list[_Arrival], aio: dict[int, asyncio.Task[None]]) -> None:
+        """Reduce items for joins whose reducer may cancel its siblings as they arrive (completion order).
+
+        A reducer that takes a `ReducerContext` (`ReduceFirstValue`, early stopping) may call
+        `cancel_sibling_tasks()`; pydantic-graph then cancels the siblings still in flight, so their
+        side effects never happen. Plain reducers wait for settlement, in frontier order.
+        """
+        for i, a in enumerate(arrivals):
+            if not isinstance(a, _JoinItem) or any(f.run < 0 for f in a.fork_stack):
+                continue
+            if not _may_cancel(self._join(a.join_id)):
+                continue
+            before = set(self.early_cancelled)
+            self._reduce(a.join_id, a.inputs, a.fork_stack, [], self.early_cancelled)
+            arrivals[i] = _Reduced(a.join_id)
+            if self.early_cancelled != before:
+                self.survivors |= set(self.finished)
+                for t in self.tasks:
+                    if t.task_id not in self.survivors and _in_any(t.fork_stack, self.early_cancelled - before):
+                        self.cancelled_ids.add(t.task_id)
+                        aio[t.task_id].cancel()
+
     # -- settling --------------------------------------------------------------------------
 
     async def settle(self) -> StepOutcome:
+        if self.early_error is not None:
+            raise self.early_error
         out = StepOutcome()
         if self.end_from is not None:
             return self._settle_end(out)
         live: list[Task] = []  # the next frontier's tasks, in order
         sources: list[ForkStack] = []
-        cancelled: set[tuple[str, int]] = set()  # (fork id, run) whose siblings a reducer cancelled
+        cancelled: set[tuple[str, int]] = set(self.early_cancelled)  # (fork id, run) a reducer cancelled
         for task in self.tasks:
             attempt = self.attempts.get(task.task_id, 0)
-            if _in_any(task.fork_stack, cancelled):
-                out.dropped.append((task, attempt, "finished, but a join's reducer cancelled its siblings"))
+            if _in_any(task.fork_stack, cancelled) and task.task_id not in self.survivors:
+                how = "finished, but" if task.task_id in self.results else "cancelled in flight:"
+                out.dropped.append((task, attempt, f"{how} a join's reducer cancelled its siblings"))
                 continue
             kind, value, ms = self.results[task.task_id]
             if kind == "parked":
@@ -292,6 +341,8 @@ class _Step:
             sources.append(task.fork_stack)
             if out.end is not None:
                 return out
+        if self.early_cancelled:  # what the survivors spawned in a cancelled fork run is cancelled too
+            live[:] = [t for t in live if not _in_any(t.fork_stack, self.early_cancelled)]
         await self._fire_joins(sources, live, cancelled, out)
         if out.end is not None:
             return out
@@ -338,6 +389,8 @@ class _Step:
                 fork_run, downstream = self._resolve_join(a.join_id, glob(a.fork_stack))
                 if (a.join_id, fork_run) not in self.joins:
                     self.joins[(a.join_id, fork_run)] = JoinAcc(a.join_id, fork_run, self._join(a.join_id).initial_factory(), downstream)
+            elif isinstance(a, _Reduced):
+                nxt.append(a.join_id)
             elif isinstance(a, _JoinItem):
                 self._reduce(a.join_id, a.inputs, glob(a.fork_stack), live, cancelled)
                 nxt.append(a.join_id)
@@ -445,6 +498,14 @@ class _Step:
             )
             out.append(acc)
         return out
+
+
+def _may_cancel(join: Join[Any, Any, Any, Any]) -> bool:
+    """A reducer that takes a `ReducerContext` (pydantic-graph passes one to 3-parameter reducers)."""
+    try:
+        return len(inspect.signature(join.reducer).parameters) != 2
+    except (TypeError, ValueError):
+        return True
 
 
 def _in_any(stack: ForkStack, items: set[tuple[str, int]]) -> bool:

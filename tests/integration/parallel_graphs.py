@@ -248,7 +248,7 @@ def join_custom() -> Graph[Any, Any, Any, Any]:
 
 
 def join_first() -> Graph[Any, Any, Any, Any]:
-    """`ReduceFirstValue` takes the first branch and cancels its siblings."""
+    """`ReduceFirstValue` takes the first branch to arrive and cancels its siblings in flight."""
     g = GraphBuilder(state_type=Log, input_type=list[int], output_type=int)
 
     @g.step
@@ -259,8 +259,8 @@ def join_first() -> Graph[Any, Any, Any, Any]:
 
     @g.step
     async def after(ctx: Ctx) -> int:
+        await asyncio.sleep(0.1 * ctx.inputs)  # the later ones are cancelled mid-sleep
         _visit(ctx, "after")
-        await asyncio.sleep(0.2)
         return ctx.inputs
 
     first = g.join(ReduceFirstValue[int](), initial=-1, node_id="first")
