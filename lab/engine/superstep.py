@@ -186,6 +186,8 @@ async def drive_steps(
         except asyncio.CancelledError:
             hooks.step_aborted(tasks, attempts)
             raise
+        if step.escaped is not None:
+            _escape(hooks, tasks, attempts, *step.escaped)
         try:
             outcome = await step.settle()
         except Exception as exc:
@@ -202,6 +204,16 @@ async def drive_steps(
         if hooks.after_step(outcome):
             return Stop("waiting", steps)
         frontier = outcome.frontier
+
+
+def _escape(hooks: StepHooks, tasks: Sequence[Task], attempts: dict[int, int], task: Task, exc: BaseException) -> None:
+    """A task raised KeyboardInterrupt, SystemExit or another BaseException: record the step
+    (interrupted by Ctrl-C, else failed; the state rolls back), then let the exception go on."""
+    if isinstance(exc, KeyboardInterrupt):
+        hooks.step_aborted(tasks, attempts)
+    else:
+        hooks.step_failed(tasks, attempts, task.node_id, exc)
+    raise exc
 
 
 _Result = tuple[Literal["ok"], list[_Arrival], float] | tuple[Literal["parked", "failed"], BaseException, float]
@@ -229,6 +241,8 @@ class _Step:
         """Tasks that finished before their fork run was cancelled: they settle as usual."""
         self.cancelled_ids: set[int] = set()
         self.early_error: Exception | None = None
+        self.escaped: tuple[Task, BaseException] | None = None
+        """The first task that raised what is not an Exception; the whole step fails with it."""
         ids = [t.task_id for t in self.tasks]
         runs = [f.run for t in self.tasks for f in t.fork_stack]
         runs += [j.fork_run for j in joins] + [f.run for j in joins for f in j.downstream]
@@ -255,7 +269,8 @@ class _Step:
         cancelled_from_outside = [
             t for t, o in zip(aio, outcomes, strict=True) if isinstance(o, asyncio.CancelledError) and t not in self.cancelled_ids
         ]
-        if self.end_from is None and cancelled_from_outside:
+        # End reached, or a task raised a BaseException: the engine cancelled the rest itself
+        if self.end_from is None and self.escaped is None and cancelled_from_outside:
             raise asyncio.CancelledError  # a task was cancelled from outside the engine
 
     async def _run_one(self, task: Task, aio: dict[int, asyncio.Task[None]]) -> None:
@@ -270,6 +285,14 @@ class _Step:
             ms = _ms(started)
             signal = _wait_signal(exc)
             self.results[task.task_id] = ("parked", signal, ms) if signal is not None else ("failed", exc, ms)
+            return
+        except BaseException as exc:  # raised on the loop, it would stop the loop: stop the step instead
+            if self.escaped is None:
+                self.escaped = (task, exc)
+                me = asyncio.current_task()
+                for t in aio.values():
+                    if t is not me and not t.done():
+                        t.cancel()
             return
         self.results[task.task_id] = ("ok", arrivals, _ms(started))
         self.finished.append(task.task_id)

@@ -5,6 +5,7 @@ Scenarios (issue 12 items 6-8):
   `failed` at its head with the state rolled back, and retry applies the change once
 - `sys.exit()` and `KeyboardInterrupt` inside a node reach the calling thread without stopping
   the lab's event-loop thread; later steps of the same and of new runs work
+- the same on the super-step engine (a map + join): the whole super-step rolls back
 - Ctrl-C (a real SIGINT to a real process) while a station is in flight: in the same process
   `lab.resume(id)` or `run.retry()` continues the run to the end
 """
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_graph import BaseNode, End, GraphRunContext
+from pydantic_graph import BaseNode, End, GraphBuilder, GraphRunContext, StepContext
+from pydantic_graph.join import reduce_list_append
 
 from lab import Lab, RunStateError
 
@@ -106,6 +108,48 @@ def test_exit_and_keyboard_interrupt_reach_the_caller_and_the_lab_goes_on(file_l
     assert _step_in_thread(other).outcome == "done" and other.output == 1
     again = run.retry()  # and the same run, from its head
     assert again.outcome == "done" and run.output == 1
+
+
+@dataclass
+class Squares:
+    squared: int = 0
+
+
+def _parallel_run(lab: Lab):
+    """A 3-wide map + join on the super-step engine; square(2) raises what `_raise` holds."""
+    g = GraphBuilder(state_type=Squares, input_type=list[int], output_type=list[int])
+
+    @g.step
+    async def square(ctx: StepContext[Squares, None, int]) -> int:
+        ctx.state.squared += 1
+        if ctx.inputs == 2 and _raise:
+            raise _raise.pop(0)
+        return ctx.inputs**2
+
+    collect = g.join(reduce_list_append, initial_factory=list[int])
+    g.add(
+        g.edge_from(g.start_node).map().to(square),
+        g.edge_from(square).to(collect),
+        g.edge_from(collect).to(g.end_node),
+    )
+    run = lab.adopt(g.build(), name="squares").start(inputs=[1, 2, 3])
+    run.step()  # the start: the map spreads into three square tasks
+    return run
+
+
+@pytest.mark.parametrize(
+    "exc", [Abandon("give up"), SystemExit(3), KeyboardInterrupt()], ids=["BaseException", "sys.exit", "KeyboardInterrupt"]
+)
+def test_the_super_step_engine_records_and_surfaces_them_too(file_lab, exc):
+    _raise[:] = [exc]
+    run = _parallel_run(file_lab)
+    head = run.head
+    raised = _step_in_thread(run)
+    assert raised is exc, f"expected the task's {exc!r} in the caller, got {raised!r}"
+    assert run.state == Squares(squared=0) and run.head == head, "the whole super-step rolls back"
+    assert run.status == ("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
+    assert file_lab.run(run.id).status == run.status
+    assert run.retry().outcome == "done" and run.output == [1, 4, 9] and run.state == Squares(squared=3)
 
 
 WORKER = Path(__file__).with_name("sigint_worker.py")
