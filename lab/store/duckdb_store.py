@@ -26,6 +26,7 @@ from typing import Any
 import duckdb
 
 from ..errors import (
+    CheckpointError,
     RunNotFoundError,
     StoreError,
     StoreLockedError,
@@ -36,7 +37,7 @@ from ..errors import (
 from ..manifest import Manifest
 from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord, utcnow
 from .journal import Journal, scan, stamp
-from .schema import FOLD_STATEMENTS, JOURNAL_SELECT, MIGRATIONS, SCHEMA_VERSION, TABLES
+from .schema import CHECKPOINT_CONFLICTS, FOLD_STATEMENTS, JOURNAL_SELECT, MIGRATIONS, SCHEMA_VERSION, TABLES
 
 __all__ = ("DuckDBStore", "open_store", "salvage_journal", "MEMORY")
 
@@ -482,10 +483,14 @@ class DuckDBStore:
                 con.execute(
                     "CREATE OR REPLACE TEMP TABLE journal_rows AS " + JOURNAL_SELECT, [self._journal.readable_path]
                 )
+                self._refuse_checkpoint_conflict(con)
                 for stmt in FOLD_STATEMENTS:
                     con.execute(stmt)
                 con.execute("DROP TABLE journal_rows")
                 con.execute("COMMIT")
+            except CheckpointError:
+                con.execute("ROLLBACK")
+                raise
             except duckdb.Error as exc:
                 try:
                     con.execute("ROLLBACK")
@@ -501,6 +506,26 @@ class DuckDBStore:
                     "store without it"
                 ) from None
             self._journal.truncate()
+
+    def _refuse_checkpoint_conflict(self, con: duckdb.DuckDBPyConnection) -> None:
+        """A different checkpoint under an id already taken fails the fold, naming both (nothing is folded)."""
+        row = con.execute(CHECKPOINT_CONFLICTS).fetchone()
+        if row is None:
+            return
+        run_id, seq, first_line, second_line, first, second = row
+        where = "stored" if first_line is None else f"journal line {first_line}"
+
+        def short(text: str) -> str:
+            return text if len(text) <= 300 else text[:300] + "..."
+
+        raise CheckpointError(
+            f"two different checkpoints claim this id: the {where} one is {short(first)}; journal line "
+            f"{second_line} of {self._journal.path} is {short(second)}. A checkpoint id is written once, so "
+            "one of them was edited by hand or comes from another store; nothing was folded and the journal is "
+            f"kept: remove the line that is wrong from the journal (or move the journal aside) and open the store again",
+            run_id=run_id,
+            seq=seq,
+        )
 
     def register_graph(self, manifest: Manifest) -> int:
         """The revision number of this manifest's digest under its key, stored on first sight."""

@@ -145,6 +145,31 @@ JOURNAL_SELECT = (
 )
 """Reads the journal file into rows shaped like the tables."""
 
+CHECKPOINT_CONFLICTS = """
+WITH cps AS (
+    SELECT j, run_id, seq, parent_seq, status, json(state) AS state, json(next) AS next,
+           json(output) AS output, json(counters) AS counters
+    FROM journal_rows WHERE t = 'cp'
+), stored AS (
+    SELECT NULL::BIGINT AS j, run_id, seq, parent_seq, status, json(state) AS state, json(next) AS next,
+           json(output) AS output, json(counters) AS counters
+    FROM checkpoints WHERE (run_id, seq) IN (SELECT (run_id, seq) FROM cps)
+), both_ AS (SELECT * FROM stored UNION ALL SELECT * FROM cps)
+SELECT a.run_id, a.seq, a.j, b.j,
+       to_json({parent_seq: a.parent_seq, status: a.status, next: a.next, state: a.state, output: a.output})::VARCHAR,
+       to_json({parent_seq: b.parent_seq, status: b.status, next: b.next, state: b.state, output: b.output})::VARCHAR
+FROM both_ a JOIN cps b ON a.run_id = b.run_id AND a.seq = b.seq AND coalesce(a.j, -1) < b.j
+WHERE a.parent_seq IS DISTINCT FROM b.parent_seq OR a.status IS DISTINCT FROM b.status
+   OR a.state::VARCHAR IS DISTINCT FROM b.state::VARCHAR OR a.next::VARCHAR IS DISTINCT FROM b.next::VARCHAR
+   OR a.output::VARCHAR IS DISTINCT FROM b.output::VARCHAR OR a.counters::VARCHAR IS DISTINCT FROM b.counters::VARCHAR
+ORDER BY b.j LIMIT 1
+"""
+"""A checkpoint line whose (run_id, seq) is already taken by a different checkpoint (stored, or an
+earlier journal line): (run_id, seq, first line or NULL if stored, second line, first, second).
+
+Checkpoint ids are unique (seed 001: duplicate snapshot ids fail explicitly); the same line
+replayed twice is the same checkpoint and is not a conflict."""
+
 FOLD_STATEMENTS: list[str] = [
     """
     INSERT OR IGNORE INTO runs BY NAME
