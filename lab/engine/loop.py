@@ -7,12 +7,17 @@ the coroutine and waits for it to unwind, so a station in flight is aborted and 
 the interrupt propagates. A `KeyboardInterrupt` or `SystemExit` raised *inside* the coroutine (a
 node calling `sys.exit()`) is carried to the calling thread and raised there: raised on the loop
 thread it would stop the loop, and every later call would wait forever.
+
+The coroutine runs in a copy of the *caller's* context (`contextvars`): a ContextVar set in the
+cell (a request id, a tracing span) is what the nodes see, as seed 003 asks ("Nodes run in the
+coroutine context of the caller"). It is a copy, so what a node sets does not leak back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -76,6 +81,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
             "a synchronous Graph Lab call was made from inside a running station; use the async form "
             "(await run.astep() / await run.arun())"
         )
+    context = contextvars.copy_context()
     done: concurrent.futures.Future[T] = concurrent.futures.Future()
     tasks: list[asyncio.Task[T]] = []
 
@@ -90,7 +96,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
     def _start() -> None:
         if not done.done():
-            task = loop.create_task(_guarded(coro))
+            task = loop.create_task(_guarded(coro), context=context)
             task.add_done_callback(_finish)
             tasks.append(task)
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+from dataclasses import dataclass, field
+from typing import Any
+
 import pytest
+from pydantic_graph import BaseNode, End, GraphBuilder, GraphRunContext, StepContext
+from pydantic_graph.join import reduce_list_append
 
 from lab import Lab
 from lab.errors import CheckpointError
@@ -58,3 +65,108 @@ def test_two_different_journal_lines_under_one_id_fail_on_open(db_path):
         lab.close()  # the journal is kept, the file released
     with pytest.raises(CheckpointError, match="checkpoint 50"):
         Lab(db_path)
+
+
+# -- nodes run in the caller's context ---------------------------------------------------------
+
+request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="unset")
+
+
+@dataclass
+class Seen:
+    ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class First(BaseNode[Seen, None, list[str]]):
+    async def run(self, ctx: GraphRunContext[Seen, None]) -> Second:
+        ctx.state.ids.append(request_id.get())
+        request_id.set("set-in-a-node")  # a copy: never leaks back to the caller
+        return Second()
+
+
+@dataclass
+class Second(BaseNode[Seen, None, list[str]]):
+    async def run(self, ctx: GraphRunContext[Seen, None]) -> End[list[str]]:
+        ctx.state.ids.append(request_id.get())
+        return End(list(ctx.state.ids))
+
+
+def _context_graph(lab: Lab) -> Any:
+    g = lab.graph("ctx", state_type=Seen, output_type=list[str])
+    g.node(First)
+    g.node(Second)
+    return g
+
+
+def _mapped_context_graph() -> Any:
+    g = GraphBuilder(state_type=Seen, input_type=list[int], output_type=list[str])
+
+    @g.step
+    async def look(ctx: StepContext[Seen, None, int]) -> str:
+        return f"{ctx.inputs}:{request_id.get()}"
+
+    collect = g.join(reduce_list_append, initial_factory=list[str], node_id="collect")
+    g.add(g.edge_from(g.start_node).map().to(look), g.edge_from(look).to(collect), g.edge_from(collect).to(g.end_node))
+    return g.build()
+
+
+def test_nodes_see_the_callers_context_in_step_and_run(lab):
+    """Seed 003: "Nodes run in the coroutine context of the caller." A ContextVar set in the cell is
+    what every node sees, with run.step(), run.run() and their async forms; a node's own set()
+    does not leak back to the caller."""
+    g = _context_graph(lab)
+    token = request_id.set("req-step")
+    try:
+        run = g.start(First(), state=Seen())
+        run.step()
+        run.step()
+        assert run.status == "done" and run.output == ["req-step", "req-step"]
+        request_id.set("req-run")
+        assert g.start(First(), state=Seen()).run().output == ["req-run", "req-run"]
+        assert request_id.get() == "req-run"
+
+        async def in_a_coroutine() -> list[str]:
+            request_id.set("req-async")
+            run = g.start(First(), state=Seen())
+            await run.astep()
+            await run.arun()
+            return run.output
+
+        assert asyncio.run(in_a_coroutine()) == ["req-async", "req-async"]
+    finally:
+        request_id.reset(token)
+
+
+def test_parallel_tasks_see_the_callers_context(lab):
+    """Seed 003: "Nodes run in the coroutine context of the caller": every task of a mapped
+    super-step sees the caller's ContextVar, stepped or run."""
+    lg = lab.adopt(_mapped_context_graph(), name="ctx-map")
+    token = request_id.set("req-map")
+    try:
+        run = lg.start(inputs=[1, 2, 3], state=Seen())
+        run.step()
+        run.run()
+        assert run.status == "done" and sorted(run.output) == ["1:req-map", "2:req-map", "3:req-map"]
+    finally:
+        request_id.reset(token)
+
+
+def test_an_opentelemetry_span_set_in_the_cell_is_current_in_the_node(lab):
+    """Seed 003: "Nodes run in the coroutine context of the caller": a tracing span opened in the
+    cell is the current span inside the node (only when OpenTelemetry is installed)."""
+    trace = pytest.importorskip("opentelemetry.trace")
+    seen: list[Any] = []
+
+    @dataclass
+    class Look(BaseNode[Seen, None, int]):
+        async def run(self, ctx: GraphRunContext[Seen, None]) -> End[int]:
+            seen.append(trace.get_current_span())
+            return End(1)
+
+    g = lab.graph("otel", state_type=Seen, output_type=int)
+    g.node(Look)
+    span = trace.NonRecordingSpan(trace.SpanContext(trace_id=7, span_id=9, is_remote=False))
+    with trace.use_span(span):
+        g.start(Look(), state=Seen()).run()
+    assert seen == [span]
