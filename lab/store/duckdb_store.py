@@ -48,6 +48,8 @@ _READ_ONLY_TYPES = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 """Every connection: no extension is installed or loaded behind the user's back (json is built in)."""
 _WRITE_OPERATORS = re.compile(r"INSERT|DELETE|UPDATE|MERGE|CREATE|DROP|ALTER|COPY|ATTACH|DETACH|VACUUM|CHECKPOINT|EXPORT")
+_PARQUET_LOSES = re.compile(r"HUGEINT|ENUM\(|\bBIT\b")
+"""Column types a parquet copy would not give back as they were (HUGEINT as DOUBLE, say): copied as text."""
 _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(ANALY[SZ]E\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
 _OPEN: dict[str, DuckDBStore] = {}
 _OPEN_LOCK = threading.Lock()
@@ -799,13 +801,30 @@ class DuckDBStore:
                                 [v for r in rows for v in r[:2]],
                             )
                         else:
-                            con.execute(f"COPY ({query}) TO '{result}' (FORMAT parquet)", args)
+                            rel = con.sql(query, params=args)
+                            types = [str(t) for t in rel.types]
+                            names = ['"' + c.replace('"', '""') + '"' for c in rel.columns]
+                            kept = [_PARQUET_LOSES.search(t) is None for t in types]
+                            if not all(kept):  # through parquet as text, cast back below
+                                rel = rel.project(
+                                    ", ".join(
+                                        f"#{i + 1} AS {n}" if keep else f"CAST(#{i + 1} AS VARCHAR) AS {n}"
+                                        for i, (keep, n) in enumerate(zip(kept, names, strict=True))
+                                    )
+                                )
+                            rel.write_parquet(result)
                     finally:
                         con.execute("ROLLBACK")
                 except duckdb.Error as exc:
                     raise StoreQueryError(f"SQL error: {str(exc).strip()}") from None
                 private = duckdb.connect(MEMORY, config=_CONFIG)
-                private.execute(f"CREATE TABLE result AS SELECT * FROM read_parquet('{result}')")
+                select = "*"
+                if not explain and not all(kept):
+                    select = ", ".join(
+                        f"#{i + 1} AS {n}" if keep else f"CAST(#{i + 1} AS {t}) AS {n}"
+                        for i, (keep, t, n) in enumerate(zip(kept, types, names, strict=True))
+                    )
+                private.execute(f"CREATE TABLE result AS SELECT {select} FROM read_parquet('{result}')")
             private.execute("SET enable_external_access = false")
             private.execute("SET lock_configuration = true")
             return private.table("result")

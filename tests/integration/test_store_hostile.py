@@ -103,6 +103,9 @@ def test_the_relation_lab_sql_returns_cannot_reach_the_store(tmp_path):
         # what reading is for still works: parameters, JSON, EXPLAIN of a SELECT
         assert lab.sql("select state->>'count' from checkpoints where run_id = ? and seq = 6", [run.id]).fetchall() == [("6",)]
         assert lab.sql("explain select * from runs").fetchall()
+        # the copy keeps DuckDB's types: sum() is a HUGEINT (a Python int), an ENUM stays one
+        rel = lab.sql("select sum(seq) as s, 'a'::ENUM('a', 'b') as e from checkpoints where run_id = ?", [run.id])
+        assert rel.fetchall() == [(21, "a")] and [str(t) for t in rel.types] == ["HUGEINT", "ENUM('a', 'b')"]
 
 
 def test_the_lab_sql_magic_cannot_write(tmp_path):
