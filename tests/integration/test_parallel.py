@@ -12,6 +12,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ import pytest
 from pydantic_graph import GraphBuilder, StepContext
 from pydantic_graph.join import reduce_list_append
 
-from lab import Lab, WaitError, WaitOwnerError
+from lab import Lab, StateContractError, WaitError, WaitOwnerError
 from lab.engine.tasks import JoinAcc
 from tests.integration import parallel_graphs as pg
 
@@ -348,3 +349,44 @@ def test_two_waits_in_one_step_are_answered_by_owner_in_any_order(tmp_path):
     assert Counter(again.state.visits) == Counter({"ask": 3})  # each branch recorded its visit once
     assert all(w.resolution is not None for w in again.waits())
     lab.close()
+
+
+# -- what is still refused --------------------------------------------------------------------------
+
+
+def test_a_parallel_step_whose_input_is_a_live_object_is_refused_by_station_and_type(lab):
+    g = GraphBuilder(input_type=int, output_type=list[int])
+
+    @g.step
+    async def sockets(ctx: StepContext[None, None, int]) -> list[socket.socket]:
+        return [socket.socket() for _ in range(ctx.inputs)]
+
+    @g.step
+    async def use(ctx: StepContext[None, None, socket.socket]) -> int:
+        return 1
+
+    collect = g.join(reduce_list_append, initial_factory=list[int], node_id="collect")
+    g.add(
+        g.edge_from(g.start_node).to(sockets),
+        g.edge_from(sockets).map().to(use),
+        g.edge_from(use).to(collect),
+        g.edge_from(collect).to(g.end_node),
+    )
+    with pytest.raises(StateContractError, match=r"step use's input type socket does not round-trip through JSON"):
+        lab.adopt(g.build(), name="live-map")
+    assert "live-map" not in lab.graphs
+
+
+def test_an_untyped_step_in_a_fork_is_not_refused(lab):
+    g = GraphBuilder(input_type=list[int], output_type=list[Any])
+
+    @g.step
+    async def anything(ctx):  # no annotation at all: checkpointed as JSON, checked on write
+        return ctx.inputs
+
+    collect = g.join(reduce_list_append, initial_factory=list, node_id="collect")
+    g.add(g.edge_from(g.start_node).map().to(anything), g.edge_from(anything).to(collect), g.edge_from(collect).to(g.end_node))
+    graph = g.build()
+    run = lab.adopt(graph, name="untyped").start(inputs=[1, 2])
+    run.run()
+    assert run.output == asyncio.run(graph.run(inputs=[1, 2])) == [1, 2]
