@@ -26,6 +26,7 @@ from .errors import (
     UnsupportedTopologyError,
     WaitError,
     WaitOwnerError,
+    WaitReentryError,
 )
 from .gates import CapabilityRequired, Gate, Verdict, granted, interrupt
 from .graph import BuiltGraph, LabGraph
@@ -76,6 +77,7 @@ __all__ = (
     "RunStateError",
     "WaitError",
     "WaitOwnerError",
+    "WaitReentryError",
     "CapabilityBudgetError",
     "RunNotFoundError",
     "StoreError",

@@ -21,6 +21,7 @@ __all__ = (
     "RunStateError",
     "WaitError",
     "WaitOwnerError",
+    "WaitReentryError",
     "CapabilityBudgetError",
     "RunNotFoundError",
     "StoreError",
@@ -96,6 +97,13 @@ class WaitError(RunStateError):
 
 class WaitOwnerError(WaitError):
     """A verdict names a wait that is not the run's single current wait owner (seed 001)."""
+
+
+class WaitReentryError(WaitError):
+    """An answered wait's checkpoint would re-enter a station that is not the wait's (seed 001).
+
+    Raised before the first node runs, so nothing changes: the head, the wait and its answer stay.
+    """
 
 
 class CapabilityBudgetError(LabError, RuntimeError):

@@ -35,8 +35,10 @@ from .errors import (
     RevisionMismatchError,
     WaitError,
     WaitOwnerError,
+    WaitReentryError,
 )
 from .gates import CapabilityRequired, InterruptRequested, StationContext, Verdict, WaitSignal
+from .engine.tasks import JoinAcc, node_id_of
 from .records import CheckpointRecord, PendingStation, WaitKind, WaitRecord
 
 if TYPE_CHECKING:
@@ -420,7 +422,37 @@ class Waits:
         if len(several) > 1:
             self._resume_tasks = {task_of(w.owner): _context_for(w) for w in several}
             return
+        if wait.kind != "breakpoint":  # a breakpoint after a station continues at its successor
+            self._check_reentry(wait)
         self._resume = _context_for(wait)
+
+    def _check_reentry(self: Run, wait: WaitRecord) -> None:  # type: ignore[misc]
+        """The answer goes to the wait's own station, or nowhere (seed 001 "Consent re-entry").
+
+        Before the first node executes, the station the head would re-enter must be the wait's
+        station, of the kind that waits so (a consent wait's station is a gate), and a pending
+        entry that retains an owner id must retain this wait's. A mismatch (a hand-edited head,
+        say) is refused before anything is written.
+        """
+        pending = [n for n in self._pending if not isinstance(n, JoinAcc)]
+        ids = [node_id_of(n) for n in pending]
+        problem = None
+        station = self._built.manifest.station(wait.node_id)
+        if ids != [wait.node_id]:
+            problem = f"its head checkpoint {self._head} would enter {', '.join(ids) or 'nothing'}"
+        elif wait.kind == "consent" and (station is None or station.kind != "gate"):
+            problem = f"station {wait.node_id} is a {station.kind if station else 'missing'} station, not a gate"
+        else:
+            retained = _retained_owner(self, wait)
+            if retained is not None and retained != wait.owner:
+                problem = f"its head checkpoint {self._head} retains wait owner {retained!r}"
+        if problem is not None:
+            raise WaitReentryError(
+                f"run {self.id}'s answered {wait.kind} wait {wait.owner} belongs to station {wait.node_id}, but "
+                f"{problem}; the answer is not handed to another station and nothing was changed. The head was "
+                f"edited outside the lab: rewind or fork the run from checkpoint {wait.checkpoint_seq - 1 if wait.checkpoint_seq else 0} "
+                "(lab.fork(run_id, seq)) and answer the gate when it parks again"
+            )
 
     async def _provide(self: Run) -> bool:  # type: ignore[misc]
         """Grant a capability wait at the head from a registered provider; True if it did."""
@@ -452,6 +484,15 @@ def task_of(owner: str) -> int | None:
     """The parallel task a wait belongs to (its owner id names it), or None for a serial wait."""
     m = _TASK_OWNER.search(owner)
     return int(m.group(1)) if m else None
+
+
+def _retained_owner(run: Run, wait: WaitRecord) -> str | None:
+    """The wait owner the head checkpoint's pending entry retains, if it names one."""
+    cp = run.lab.store.checkpoint(run.id, wait.checkpoint_seq)
+    if cp is None:
+        return None
+    owners = {(st.meta or {}).get("wait") for st in cp.next} - {None}
+    return next(iter(owners)) if len(owners) == 1 else None
 
 
 def _with_wait(station: PendingStation, by_task: dict[int, str]) -> PendingStation:

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import duckdb
 import pytest
 from pydantic_graph import BaseNode, End, GraphBuilder, GraphRunContext, StepContext
 from pydantic_graph.join import reduce_list_append
 
 from lab import Lab
-from lab.errors import CheckpointError
+from lab.errors import CheckpointError, WaitReentryError
 from tests.conftest import Counter, Inc, declare_counter
+from tests.integration.gate_graphs import Draft, Mail, declare_mail
 
 
 def test_a_different_checkpoint_under_a_taken_id_fails_explicitly(db_path):
@@ -170,3 +173,57 @@ def test_an_opentelemetry_span_set_in_the_cell_is_current_in_the_node(lab):
     with trace.use_span(span):
         g.start(Look(), state=Seen()).run()
     assert seen == [span]
+
+
+# -- consent re-entry checks the station and owner before the first node -----------------------
+
+
+def test_an_answered_gate_re_enters_only_its_own_station(db_path):
+    """Seed 001: "before the first node executes, its Gate/delegated station kind and retained owner
+    id must match the Run's single current wait owner." An approved gate whose head checkpoint was
+    edited by hand to enter another station is refused with a named error; nothing changes."""
+    lab = Lab(db_path)
+    run = declare_mail(lab).start(Draft(), state=Mail())
+    run.run()
+    run.resume_with("EU")
+    run.run()
+    assert run.status == "waiting" and run.wait is not None and run.wait.node_id == "ConfirmSend"
+    head, owner = run.head, run.wait.owner
+    run.approve(note="ok")
+    lab.close()
+
+    con = duckdb.connect(db_path)
+    con.execute(
+        "UPDATE checkpoints SET next = ? WHERE run_id = ? AND seq = ?",
+        [json.dumps([{"node_id": "Send", "fields": {}}]), run.id, head],
+    )
+    con.close()
+
+    lab = Lab(db_path)
+    declare_mail(lab)
+    resumed = lab.resume(run.id)
+    events = len(resumed.events())
+    with pytest.raises(WaitReentryError, match=rf"{owner} belongs to station ConfirmSend.*would enter Send"):
+        resumed.run()
+    assert resumed.status == "queued" and resumed.head == head
+    assert len(resumed.events()) == events and lab.store.checkpoint(run.id, head + 1) is None
+    assert [w.owner for w in resumed.waits()][-1] == owner
+    assert resumed.state.sent is False
+    lab.close()
+
+
+def test_an_answered_gate_re_enters_its_station_after_a_restart(db_path):
+    """Seed 001: "one guarded verdict edge admits QUEUED and the next worker resumes the same Graph":
+    the unedited head re-enters the gate with the verdict."""
+    lab = Lab(db_path)
+    run = declare_mail(lab).start(Draft(), state=Mail())
+    run.run()
+    run.resume_with("EU")
+    run.run()
+    run.approve(note="ok")
+    lab.close()
+    lab = Lab(db_path)
+    declare_mail(lab)
+    resumed = lab.resume(run.id).run()
+    assert resumed.status == "done" and resumed.state.log == ["verdict:True:ok"]
+    lab.close()
