@@ -35,6 +35,7 @@ from .lab import DEFAULT_PATH, Lab, current_lab, current_run
 from .manifest import Manifest, Station
 from .records import CheckpointRecord, EventRecord, PendingStation, RunRecord, Status, WaitRecord
 from .run import Run, StepResult
+from .waits import Budgets
 
 __all__ = (
     # the lab and its parts
@@ -47,6 +48,7 @@ __all__ = (
     "current_run",
     "DEFAULT_PATH",
     # gates and waits
+    "Budgets",
     "Gate",
     "Verdict",
     "interrupt",

@@ -31,6 +31,7 @@ from .records import Durability
 if TYPE_CHECKING:
     from .lab import Lab
     from .run import Run
+    from .waits import Budgets
 
 __all__ = ("LabGraph", "BuiltGraph", "check_serial_topology")
 
@@ -115,6 +116,8 @@ class LabGraph(Drawable, StepDeclaring):
         self._nodes: dict[str, type] = {}
         self._built: BuiltGraph | None = None
         self._listeners: list[Callable[[LabGraph], None]] = []
+        self.budgets: Budgets | None = None
+        """Capability budgets for this graph's new runs (None: the lab's); a run records its own."""
 
     # -- declaring -----------------------------------------------------------------------
 
@@ -286,6 +289,7 @@ def start_run(
         durability=durability or g.lab.durability,
         batch_size=batch_size or g.lab.batch_size,
         breakpoints=breakpoints,
+        budgets=getattr(g, "budgets", None) or g.lab.budgets,
     )
     _note_run(run)
     return run

@@ -307,6 +307,7 @@ class TimeTravel:
             state=state_json,
             next=tuple(codec.encode_node(n) for n in pending),
             output=rec.output if status == "done" else None,
+            counters={"budgets": self._counters["budgets"]} if self._counters.get("budgets") else None,
         )
         fork_payload = {"parent_run": self.id, "parent_seq": seq, "revision": target.revision, "state_edited": state is not None}
         child_event = EventRecord(run_id=child_id, seq=0, kind="fork", checkpoint_seq=0, payload=fork_payload)
@@ -330,6 +331,7 @@ class TimeTravel:
             next_cp=1,
             next_ev=1,
             batch_size=self.batch_size,
+            counters=cp.counters,  # a fork starts a fresh budget with the same limits
         )
         self.lab._live[child_id] = run
         from .lab import _note_run

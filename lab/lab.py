@@ -23,6 +23,7 @@ from .graph import LabGraph
 from .manifest import Manifest
 from .records import Durability, EventRecord, RunRecord, Status, WaitRecord
 from .run import Run
+from .waits import Budgets
 
 if TYPE_CHECKING:
     from .adopt import AdoptedGraph
@@ -88,6 +89,7 @@ class Lab:
         durability: Durability = "step",
         batch_size: int = 100,
         fsync: bool | None = None,
+        budgets: Budgets | None = None,
     ):
         global _current
         if durability not in ("step", "batch"):
@@ -95,6 +97,10 @@ class Lab:
         self.path = MEMORY if path == MEMORY else os.path.abspath(os.fspath(path or DEFAULT_PATH))
         self.durability: Durability = durability
         self.batch_size = batch_size
+        if budgets is not None and not isinstance(budgets, Budgets):
+            raise ArgumentError(f"Lab(budgets={budgets!r}): pass lab.Budgets(resumes=..., consecutive=...)")
+        self.budgets: Budgets = budgets or Budgets()
+        """Capability budgets of new runs, unless their graph sets its own (seed 001 default limits)."""
         self.store: DuckDBStore = open_store(self.path, fsync=fsync)
         self._graphs: dict[str, LabGraph] = {} if self.path == MEMORY else _graphs_of.setdefault(self.store, {})
         self._live: dict[str, Run] = self.store.live_runs
@@ -114,6 +120,7 @@ class Lab:
         deps_type: Any = NoneType,
         output_type: Any = object,
         input_type: Any = NoneType,
+        budgets: Budgets | None = None,
     ) -> LabGraph:
         """The graph `name` (created on first call; a re-run cell gets the same graph back).
 
@@ -128,6 +135,9 @@ class Lab:
             g.state_type, g.deps_type, g.output_type = state_type, deps_type, output_type
             g.input_type = input_type
             g._changed()
+        if budgets is not None and not isinstance(budgets, Budgets):
+            raise ArgumentError(f"lab.graph({name!r}, budgets={budgets!r}): pass lab.Budgets(resumes=..., consecutive=...)")
+        g.budgets = budgets
         return g
 
     @property

@@ -29,7 +29,7 @@ from .errors import ArgumentError, RevisionMismatchError, RunStateError, StoreEr
 from .history import TimeTravel
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
 from .steps import SuperSteps
-from .waits import Waits
+from .waits import Budgets, Waits
 
 if TYPE_CHECKING:
     from .graph import BuiltGraph, LabGraph
@@ -153,6 +153,7 @@ class Run(Waits, TimeTravel, SuperSteps):
         durability: Durability,
         batch_size: int,
         breakpoints: dict[str, Sequence[str]] | None = None,
+        budgets: Budgets | None = None,
     ) -> Run:
         if durability not in ("step", "batch"):
             raise ValueError(f"durability must be 'step' or 'batch', got {durability!r}")
@@ -170,14 +171,21 @@ class Run(Waits, TimeTravel, SuperSteps):
             durability=durability,
             breakpoints=bps,
         )
-        cp = CheckpointRecord(run_id=record.run_id, seq=0, parent_seq=None, status="created", state=state_json, next=(station,))
+        limits = (budgets or Budgets()).to_json()
+        counters = {"budgets": limits} if limits else None
+        cp = CheckpointRecord(
+            run_id=record.run_id, seq=0, parent_seq=None, status="created", state=state_json, next=(station,), counters=counters
+        )
         ev = EventRecord(
             run_id=record.run_id,
             seq=0,
             kind="started",
             node_id=station.node_id,
             checkpoint_seq=0,
-            payload={"entry": station.node_id, "revision": built.revision, "durability": durability, **({"breakpoints": bps} if bps else {})},
+            payload={
+                "entry": station.node_id, "revision": built.revision, "durability": durability,
+                **({"breakpoints": bps} if bps else {}), **({"budgets": limits} if limits else {}),
+            },  # fmt: skip
         )
         store = lab.store
         store.write([store.run_row(record), store.checkpoint_row(cp), store.event_row(ev)])
@@ -193,6 +201,7 @@ class Run(Waits, TimeTravel, SuperSteps):
             next_cp=1,
             next_ev=1,
             batch_size=batch_size,
+            counters=counters,
         )
         lab._live[run.id] = run
         return run

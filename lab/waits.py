@@ -13,9 +13,12 @@ Rules worth knowing:
   moves the head off it, and the station parks again when it is reached again.
 - Continuing from a wait at a boundary skips a before-breakpoint at that same boundary (one
   stop per boundary).
-- Capability budgets (seed 001): a park for a capability counts as one resume (at most 8 per
-  run) and one consecutive request for that capability (at most 3; a settled station resets
-  it). Both counters are written in every checkpoint, so a restart cannot reset them.
+- Capability budgets (seed 001): a park for a capability counts as one resume (by default at
+  most 8 per run) and one consecutive request for that capability (by default at most 3; a
+  settled station resets it). Both counters are written in every checkpoint, so a restart
+  cannot reset them. The limits are defaults: `Lab(budgets=Budgets(...))` or
+  `lab.graph(..., budgets=Budgets(...))` set others, and a run records the limits it started
+  with beside its counters, so a resume after a restart (or a fork) keeps them.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ from __future__ import annotations
 import inspect
 import re
 import secrets
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from .engine.tasks import JoinAcc, node_id_of
 from .errors import (
     CapabilityBudgetError,
     GraphDefinitionError,
@@ -38,18 +42,46 @@ from .errors import (
     WaitReentryError,
 )
 from .gates import CapabilityRequired, InterruptRequested, StationContext, Verdict, WaitSignal
-from .engine.tasks import JoinAcc, node_id_of
 from .records import CheckpointRecord, PendingStation, WaitKind, WaitRecord
 
 if TYPE_CHECKING:
     from .run import Run
 
-__all__ = ("Waits", "MAX_CAPABILITY_RESUMES", "MAX_CONSECUTIVE_REQUESTS")
+__all__ = ("Waits", "Budgets", "MAX_CAPABILITY_RESUMES", "MAX_CONSECUTIVE_REQUESTS")
 
 MAX_CAPABILITY_RESUMES = 8
-"""Capability parks allowed per run (seed 001 "Capability handshake")."""
+"""Capability parks allowed per run by default (seed 001 "Capability handshake")."""
 MAX_CONSECUTIVE_REQUESTS = 3
-"""Requests for one capability allowed in a row without a station settling in between."""
+"""Requests for one capability allowed in a row, by default, without a station settling in between."""
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """A run's capability budgets (seed 001: "Default limits are eight hardware resumes per Run and
+    three consecutive requests for one capability; exceeding either fails")."""
+
+    resumes: int = MAX_CAPABILITY_RESUMES
+    """Capability parks allowed per run."""
+    consecutive: int = MAX_CONSECUTIVE_REQUESTS
+    """Requests for one capability allowed in a row without a station settling in between."""
+
+    def __post_init__(self) -> None:
+        for name in ("resumes", "consecutive"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                from .errors import ArgumentError
+
+                raise ArgumentError(f"Budgets({name}={value!r}): a budget is a whole number of at least 1")
+
+    def to_json(self) -> dict[str, int] | None:
+        """What a run records beside its counters; None for the defaults (nothing extra is written)."""
+        return None if self == Budgets() else {"resumes": self.resumes, "consecutive": self.consecutive}
+
+    @classmethod
+    def from_counters(cls, counters: dict[str, Any] | None) -> Budgets:
+        """The limits a run recorded; the defaults when it recorded none (or predates budgets)."""
+        data = (counters or {}).get("budgets")
+        return cls(int(data["resumes"]), int(data["consecutive"])) if data else cls()
 
 When = Literal["before", "after"]
 _ANSWER_HINT: dict[str, str] = {
@@ -311,18 +343,19 @@ class Waits:
         resumes = int(counters.get("capability_resumes", 0))
         consecutive = dict(counters.get("consecutive", {}))
         n = int(consecutive.get(capability, 0)) + 1
-        if n > MAX_CONSECUTIVE_REQUESTS:
+        budgets = Budgets.from_counters(counters)
+        if n > budgets.consecutive:
             raise CapabilityBudgetError(
                 f"station {node_id} asked for capability {capability!r} {n} times in a row (the budget is "
-                f"{MAX_CONSECUTIVE_REQUESTS}); granting it does not satisfy the node, so the run stops here. "
+                f"{budgets.consecutive}); granting it does not satisfy the node, so the run stops here. "
                 "Fix the node or its provider, then fork the run from an earlier checkpoint"
             )
-        if resumes >= MAX_CAPABILITY_RESUMES:
+        if resumes >= budgets.resumes:
             raise CapabilityBudgetError(
-                f"run {self.id} used its {MAX_CAPABILITY_RESUMES} capability resumes; station {node_id} asked for "
+                f"run {self.id} used its {budgets.resumes} capability resumes; station {node_id} asked for "
                 f"{capability!r} again, so the run stops here. Fork it to start a fresh budget"
             )
-        self._counters = {"capability_resumes": resumes + 1, "consecutive": {capability: n}}
+        self._counters = {"capability_resumes": resumes + 1, "consecutive": {capability: n}, **_limits(counters)}
 
     def _park(  # type: ignore[misc]
         self: Run,
@@ -473,8 +506,22 @@ class Waits:
     def _settled_counters(self: Run) -> dict[str, Any] | None:  # type: ignore[misc]
         """A settled station ends a run of consecutive requests; resumes are kept."""
         if self._counters.get("consecutive"):
-            self._counters = {"capability_resumes": self._counters.get("capability_resumes", 0), "consecutive": {}}
+            self._counters = {
+                "capability_resumes": self._counters.get("capability_resumes", 0),
+                "consecutive": {},
+                **_limits(self._counters),
+            }
         return self._counters or None
+
+    @property
+    def budgets(self: Run) -> Budgets:  # type: ignore[misc]
+        """The capability budgets this run started with (kept across restarts and forks)."""
+        return Budgets.from_counters(self._counters)
+
+
+def _limits(counters: dict[str, Any]) -> dict[str, Any]:
+    """The recorded budgets of `counters`, to carry into the next counters."""
+    return {"budgets": counters["budgets"]} if counters.get("budgets") else {}
 
 
 _TASK_OWNER = re.compile(r"-t(\d+)-[0-9a-f]+$")

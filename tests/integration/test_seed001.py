@@ -13,10 +13,10 @@ import pytest
 from pydantic_graph import BaseNode, End, GraphBuilder, GraphRunContext, StepContext
 from pydantic_graph.join import reduce_list_append
 
-from lab import Lab
-from lab.errors import CheckpointError, WaitReentryError
+from lab import Budgets, Lab
+from lab.errors import ArgumentError, CheckpointError, WaitReentryError
 from tests.conftest import Counter, Inc, declare_counter
-from tests.integration.gate_graphs import Draft, Mail, declare_mail
+from tests.integration.gate_graphs import Draft, Hop, Mail, Probe, Work, declare_hops, declare_mail, declare_work
 
 
 def test_a_different_checkpoint_under_a_taken_id_fails_explicitly(db_path):
@@ -226,4 +226,62 @@ def test_an_answered_gate_re_enters_its_station_after_a_restart(db_path):
     declare_mail(lab)
     resumed = lab.resume(run.id).run()
     assert resumed.status == "done" and resumed.state.log == ["verdict:True:ok"]
+    lab.close()
+
+
+# -- capability budgets are defaults, recorded with the run ---------------------------------------
+
+
+def test_capability_budgets_are_settable_per_lab_and_per_graph(lab):
+    """Seed 001: "Default limits are eight hardware resumes per Run and three consecutive requests
+    for one capability; exceeding either fails." Defaults: a lab and a graph set their own."""
+    lab.budgets = Budgets(resumes=2)
+    lab.provide("gpu", lambda wait: "gpu-0")
+    run = declare_hops(lab).start(Hop(), state=Work())
+    assert run.budgets == Budgets(resumes=2, consecutive=3)
+    run.run()
+    assert run.status == "failed" and "used its 2 capability resumes" in run.error["message"]
+
+    g = lab.graph("hops", state_type=Work, output_type=str, budgets=Budgets(resumes=4))
+    run = g.start(Hop(), state=Work()).run()
+    assert run.status == "failed" and "used its 4 capability resumes" in run.error["message"]
+    assert run.events("started")[0].payload["budgets"] == {"resumes": 4, "consecutive": 3}
+
+    lab.provide("gpu", lambda wait: "the wrong device")
+    g = declare_work(lab)
+    g.budgets = Budgets(consecutive=1)
+    run = g.start(Probe(), state=Work()).run()
+    assert run.status == "failed" and "2 times in a row (the budget is 1)" in run.error["message"]
+
+    with pytest.raises(ArgumentError, match="Budgets\\(resumes=0\\)"):
+        Budgets(resumes=0)
+    with pytest.raises(ArgumentError, match="budgets"):
+        lab.graph("hops", state_type=Work, output_type=str, budgets={"resumes": 3})
+
+
+def test_a_resume_after_a_restart_keeps_the_runs_budgets(db_path):
+    """Seed 001: "The counters live in checkpointed Run state, so a durable park or replacement
+    GraphRunner cannot reset the budget." The limits a run started with are recorded with it:
+    reopened under a lab with other defaults, and forked, it keeps them."""
+    lab = Lab(db_path, budgets=Budgets(resumes=3))
+    run = declare_hops(lab).start(Hop(), state=Work())
+    run.run()
+    run.grant("gpu", "gpu-0")
+    run.run()
+    assert run.status == "waiting" and run.history()[-1].counters["capability_resumes"] == 2
+    lab.close()
+
+    lab = Lab(db_path)  # the defaults (8) here
+    declare_hops(lab)
+    resumed = lab.resume(run.id)
+    assert resumed.budgets == Budgets(resumes=3)
+    resumed.grant("gpu", "gpu-0")
+    resumed.run()
+    assert resumed.status == "waiting"
+    resumed.grant("gpu", "gpu-0")
+    resumed.run()
+    assert resumed.status == "failed" and "used its 3 capability resumes" in resumed.error["message"]
+    child = resumed.fork(0)
+    assert child.budgets == Budgets(resumes=3)
+    assert lab.graph("hops", state_type=Work, output_type=str).start(Hop(), state=Work()).budgets == Budgets()
     lab.close()
