@@ -16,7 +16,16 @@ from pydantic_graph.join import reduce_list_append
 from lab import Budgets, Lab
 from lab.errors import ArgumentError, CheckpointError, WaitReentryError
 from tests.conftest import Counter, Inc, declare_counter
-from tests.integration.gate_graphs import Draft, Hop, Mail, Probe, Work, declare_hops, declare_mail, declare_work
+from tests.integration.gate_graphs import (
+    Draft,
+    Hop,
+    Mail,
+    Probe,
+    Work,
+    declare_hops,
+    declare_mail,
+    declare_work,
+)
 
 
 def test_a_different_checkpoint_under_a_taken_id_fails_explicitly(db_path):
