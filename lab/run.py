@@ -457,13 +457,12 @@ class Run(Waits, TimeTravel, SuperSteps):
         if self._status != "running":
             self._status = "running"
             rows.append(self.lab.store.update_row(self.id, status="running", head_seq=self._head))
-        if self.durability == "batch":
-            # buffered either way: ride along with the settlement's transaction (one encode, one
-            # journal transaction per boundary); observers still hear of it now
-            self._stash.extend(rows)
-            self._notify()
-        else:
-            self._write(rows, sync=True)
+        # Every mode records the attempt before the call (seed 001: "It never guesses a replay"): a
+        # kill mid-station leaves an `entered` without a settlement, and recovery marks the run
+        # interrupted. In batch mode this one `os.write` also carries the settlements buffered
+        # since, so a kill loses no settled boundary either; batch saves the settlement's own write.
+        self._write(rows, sync=True)
+        self._unflushed = 0
         self._inflight_started = time.perf_counter()
         return attempt
 

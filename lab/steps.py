@@ -64,11 +64,8 @@ class SuperSteps:
         if self._status != "running":
             self._status = "running"
             rows.append(self.lab.store.update_row(self.id, status="running", head_seq=self._head))
-        if self.durability == "batch":
-            self._stash.extend(rows)
-            self._notify()
-        else:
-            self._write(rows, sync=True)
+        self._write(rows, sync=True)  # every mode records the attempts before the call (see Run.entered)
+        self._unflushed = 0
         self._inflight_started = time.perf_counter()
         return attempts
 

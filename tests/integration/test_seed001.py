@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import os
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +81,8 @@ def test_two_different_journal_lines_under_one_id_fail_on_open(db_path):
         lab.close()  # the journal is kept, the file released
     with pytest.raises(CheckpointError, match="checkpoint 50"):
         Lab(db_path)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # -- nodes run in the caller's context ---------------------------------------------------------
@@ -294,3 +300,57 @@ def test_a_resume_after_a_restart_keeps_the_runs_budgets(db_path):
     assert child.budgets == Budgets(resumes=3)
     assert lab.graph("hops", state_type=Work, output_type=str).start(Hop(), state=Work()).budgets == Budgets()
     lab.close()
+
+
+# -- batch durability records the attempt before the call ----------------------------------------
+
+KILLED_MID_STATION = """
+import os, signal, sys
+sys.path.insert(0, {repo!r})
+from dataclasses import dataclass
+from pydantic_graph import BaseNode, End, GraphRunContext
+from lab import Lab
+
+@dataclass
+class Ticks:
+    n: int = 0
+
+@dataclass
+class Tick(BaseNode[Ticks, None, int]):
+    async def run(self, ctx: GraphRunContext[Ticks, None]) -> "Tick | End[int]":
+        ctx.state.n += 1
+        if ctx.state.n == 5:
+            os.kill(os.getpid(), signal.SIGKILL)  # killed mid-station, by the station itself
+        return Tick()
+
+lab = Lab({db!r}, durability="batch", batch_size=100)
+g = lab.graph("ticks", state_type=Ticks, output_type=int)
+g.node(Tick)
+run = g.start(Tick(), state=Ticks())
+print(run.id, flush=True)
+run.run()
+"""
+
+
+def test_a_batch_run_killed_mid_station_is_interrupted_not_replayed_blind(db_path):
+    """Seed 001: "process death in RUNNING ... otherwise startup contains correlated effects and
+    records failure. It never guesses a replay." With durability="batch" the station in flight is
+    recorded before it runs: after a SIGKILL mid-station the run is `interrupted` at that station,
+    and the settled boundaries before it are all there."""
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_MID_STATION.format(repo=REPO, db=db_path)], capture_output=True, text=True
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    run_id = proc.stdout.split()[0]
+    lab = Lab(db_path)
+    try:
+        rec = lab.run(run_id)
+        assert rec.status == "interrupted" and rec.head_seq == 4
+        assert [c.seq for c in lab.store.checkpoints(run_id)] == [0, 1, 2, 3, 4]
+        entered = lab.store.events(run_id, kind="entered")
+        settled = lab.store.events(run_id, kind="settled")
+        assert len(entered) == 5 and len(settled) == 4
+        assert entered[-1].checkpoint_seq == 4  # the attempt from the head, never settled
+        assert {e.attempt for e in settled} == {e.attempt for e in entered[:4]}
+    finally:
+        lab.close()
