@@ -352,5 +352,7 @@ def test_a_batch_run_killed_mid_station_is_interrupted_not_replayed_blind(db_pat
         assert len(entered) == 5 and len(settled) == 4
         assert entered[-1].checkpoint_seq == 4  # the attempt from the head, never settled
         assert {e.attempt for e in settled} == {e.attempt for e in entered[:4]}
+        interrupted = lab.store.events(run_id, kind="interrupted")  # the history names the lost attempt
+        assert [(e.node_id, e.attempt) for e in interrupted] == [("Tick", entered[-1].attempt)]
     finally:
         lab.close()
