@@ -8,6 +8,7 @@ live state and the pending node in memory so stepping never reads the store.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
 import threading
@@ -400,29 +401,21 @@ class Run(Waits, TimeTravel, SuperSteps):
             try:
                 await self._provide()
                 remaining = max_steps
-                parallel = self._built.manifest.engine == "superstep"
+                built = self._built
+                if built.manifest.engine == "superstep":
+                    engine = drive_steps
+                else:
+                    engine = functools.partial(drive, manifest=built.manifest)
                 while True:
-                    if parallel:
-                        stop = await drive_steps(
-                            self._built.native,
-                            state=self._state,
-                            deps=self._deps,
-                            pending=self._pending,
-                            hooks=self,
-                            max_steps=remaining,
-                            should_pause=lambda: self._pause_requested or self._cancel_requested,
-                        )
-                    else:
-                        stop = await drive(
-                            self._built.native,
-                            self._built.manifest,
-                            state=self._state,
-                            deps=self._deps,
-                            pending=self._pending,
-                            hooks=self,
-                            max_steps=remaining,
-                            should_pause=lambda: self._pause_requested or self._cancel_requested,
-                        )
+                    stop = await engine(
+                        built.native,
+                        state=self._state,
+                        deps=self._deps,
+                        pending=self._pending,
+                        hooks=self,
+                        max_steps=remaining,
+                        should_pause=lambda: self._pause_requested or self._cancel_requested,
+                    )
                     if remaining is not None:
                         remaining -= stop.settled
                     # A provider grants a capability wait at once (live stasis): go on from it.
