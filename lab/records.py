@@ -23,6 +23,10 @@ __all__ = (
     "RunRecord",
     "WaitKind",
     "WaitRecord",
+    "JobStatus",
+    "JOB_TERMINALS",
+    "JobRecord",
+    "JobEventRecord",
     "utcnow",
 )
 
@@ -144,8 +148,9 @@ class RunRecord:
     """Station ids to park before/after: `{"before": [...], "after": [...]}`."""
 
 
-WaitKind = Literal["consent", "interrupt", "breakpoint", "capability"]
-"""Why a run is parked: a gate, an `interrupt()` call, a breakpoint, or a missing capability."""
+WaitKind = Literal["consent", "interrupt", "breakpoint", "capability", "delegate"]
+"""Why a run is parked: a gate, an `interrupt()` call, a breakpoint, a missing capability, or a
+delegated agent station's job (docs/agents.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,3 +188,62 @@ class WaitRecord:
     @property
     def note(self) -> str | None:
         return None if self.resolution is None else self.resolution.get("note")
+
+
+JobStatus = Literal["QUEUED", "ADMITTED", "PREPARING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT", "LOST"]
+"""An agent job's lifecycle (seed 001 "Delegated Agent Macro-Nodes"):
+QUEUED -> ADMITTED -> PREPARING -> RUNNING -> one terminal."""
+
+JOB_TERMINALS: frozenset[str] = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT", "LOST"})
+"""A job in one of these never changes again, except LOST -> CANCELLED after containment."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One delegated agent job: the request (its id is the idempotency key) and its current truth."""
+
+    request_id: str
+    runtime: str
+    """The exact runtime adapter name the request names (no fallback)."""
+    runner: str
+    """Where it runs: `task` (an asyncio task in the lab's process) or `subprocess` (a worker process)."""
+    request: dict[str, Any]
+    """The bounded prompt, the immutable inputs, the result type's name, timeout: JSON."""
+    digest: str
+    """Hash of `runtime` + `request`: the same id with another digest is a different request."""
+    status: JobStatus
+    run_id: str | None = None
+    node_id: str | None = None
+    wait_owner: str | None = None
+    """The wait this job answers (the parked station's)."""
+    checkpoint_seq: int | None = None
+    retry_of: str | None = None
+    """The request this one retries (a person's choice after LOST)."""
+    output: Any = None
+    """The agent's result as JSON, once SUCCEEDED."""
+    error: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None
+    """Tokens and requests the agent used (pydantic-ai `RunUsage` as JSON)."""
+    worker: dict[str, Any] | None = None
+    """A subprocess job's worker: pid, host, process start time, job folder."""
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+    ended_at: datetime | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in JOB_TERMINALS
+
+
+@dataclass(frozen=True, slots=True)
+class JobEventRecord:
+    """One observation of a job: a transition, an agent message, usage, or a result that came too late."""
+
+    request_id: str
+    seq: int
+    kind: str
+    """`transition`, `message`, `usage`, `inert` (a later terminal, recorded and never applied) or `provided`."""
+    from_status: str | None = None
+    to_status: str | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime = field(default_factory=utcnow)

@@ -36,6 +36,7 @@ from ..errors import (
 )
 from ..manifest import Manifest
 from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord, utcnow
+from .jobs import JobTables
 from .journal import Journal, scan, stamp
 from .schema import CHECKPOINT_CONFLICTS, FOLD_STATEMENTS, JOURNAL_SELECT, MIGRATIONS, SCHEMA_VERSION, TABLES
 
@@ -215,7 +216,7 @@ def _not_writable(path: str, detail: str, read_only: bool = False, target: str |
     )
 
 
-class DuckDBStore:
+class DuckDBStore(JobTables):
     """Graph Lab's store on one DuckDB database (a file, or `:memory:` for tests)."""
 
     def __init__(self, path: str, *, fsync: bool = False, fold_every: int = 20000, read_only: bool = False):

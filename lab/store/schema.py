@@ -7,9 +7,9 @@ columns hold what the codec wrote; query them with DuckDB's JSON functions
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits")
+TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events")
 """The data tables (besides `meta`), in dependency order."""
 
 MIGRATIONS: list[list[str]] = [
@@ -94,6 +94,45 @@ MIGRATIONS: list[list[str]] = [
         """,
         "ALTER TABLE runs ADD COLUMN IF NOT EXISTS breakpoints JSON",
         "ALTER TABLE checkpoints ADD COLUMN IF NOT EXISTS counters JSON",
+    ],
+    # version 2 -> 3: delegated agent jobs (lab/agents) and their lifecycle events. Written directly
+    # (not through the journal): a handful of rows per job, each transition a conditional UPDATE so
+    # the first terminal wins whichever process records it.
+    [
+        """
+        CREATE TABLE IF NOT EXISTS jobs (
+            request_id VARCHAR PRIMARY KEY,
+            run_id VARCHAR,
+            node_id VARCHAR,
+            wait_owner VARCHAR,
+            checkpoint_seq BIGINT,
+            runtime VARCHAR NOT NULL,
+            runner VARCHAR NOT NULL,
+            request JSON NOT NULL,
+            digest VARCHAR NOT NULL,
+            status VARCHAR NOT NULL,
+            retry_of VARCHAR,
+            output JSON,
+            error JSON,
+            usage JSON,
+            worker JSON,
+            created_at TIMESTAMP NOT NULL,
+            updated_at TIMESTAMP NOT NULL,
+            ended_at TIMESTAMP
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS job_events (
+            request_id VARCHAR NOT NULL,
+            seq BIGINT NOT NULL,
+            kind VARCHAR NOT NULL,
+            from_status VARCHAR,
+            to_status VARCHAR,
+            payload JSON,
+            created_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (request_id, seq)
+        )
+        """,
     ],
 ]
 
