@@ -113,6 +113,8 @@ class StationContext:
     """How many of `answers` this attempt's `interrupt()` calls consumed so far."""
     notes: list[dict[str, Any]] = field(default_factory=list)
     """Warnings `warn()` recorded; the run writes them as `warning` events when the station settles."""
+    run: Any = None
+    """The run stepping this station (a subroutine's child calls record themselves on it)."""
 
 
 station_context: contextvars.ContextVar[StationContext | None] = contextvars.ContextVar(

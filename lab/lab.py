@@ -27,6 +27,7 @@ from .waits import Budgets
 
 if TYPE_CHECKING:
     from .adopt import AdoptedGraph
+    from .subroutine.compile import SubroutineGraph
     from .workflow.compile import WorkflowGraph
 from .store import MEMORY, DuckDBStore, open_store
 
@@ -270,6 +271,21 @@ class Lab:
         from .workflow.compile import workflow_graph
 
         return workflow_graph(self, source, workers)
+
+    def subroutine(
+        self, source: Any, *, input: Any = Any, output: Any = Any, params: Any = None
+    ) -> SubroutineGraph:
+        """A subroutine (seed 000): declared cell by cell on the handle, or a `Definition` from a module.
+
+        `lab.subroutine("triage", input=Ticket, output=Reply, params=Params)` starts an empty one;
+        then `sub.feature(...)`, `@sub.node(state=...)`, `@sub.feature_node`, `sub.edge(...)`.
+        `sub.start(ticket, params=...)` runs it on the same engine and store. See docs/subroutines.md.
+        """
+        from .subroutine.compile import subroutine_graph
+
+        if isinstance(source, str):
+            return subroutine_graph(self, source, input=input, output=output, params=params)
+        return subroutine_graph(self, source)
 
     def adopt(self, graph: Any, *, name: str | None = None) -> AdoptedGraph:
         """The lab's handle on a graph built with pydantic-graph's own `GraphBuilder`, unchanged.

@@ -59,9 +59,11 @@ EventKind = Literal[
     "breakpoint",
     "warning",
     "dropped",
+    "call",
 ]
 """What an event observed. `dropped`: a parallel task whose result was discarded (a sibling
-reached End, or a join's reducer cancelled its siblings). Events observe; they never drive recovery."""
+reached End, or a join's reducer cancelled its siblings). `call`: a subroutine visit invoked a
+child (its run id or store; docs/subroutines.md). Events observe; they never drive recovery."""
 
 Durability = Literal["step", "batch"]
 """`step`: every boundary reaches the OS before the next station runs. `batch`: every N boundaries."""

@@ -299,11 +299,12 @@ class Waits:
     def before(self: Run, *, node_id: str, first: bool) -> StationContext | None:  # type: ignore[misc]
         if first and self._resume is not None:
             self._station = self._resume
+            self._resume.run = self
             return self._resume
         if node_id in self._breakpoints["before"]:
             self._park("breakpoint", node_id, prompt=None, details={"when": "before", "station": node_id})
             return None
-        self._station = StationContext(node_id)
+        self._station = StationContext(node_id, run=self)
         return self._station
 
     def after(self: Run, *, node_id: str) -> bool:  # type: ignore[misc]

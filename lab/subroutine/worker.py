@@ -1,0 +1,63 @@
+"""`python -m lab.subroutine.worker --store PATH --target module:attribute`: one Workflow call's child.
+
+Reads `{"input": ..., "params": ...}` (JSON) on stdin. The store holds at most this one child
+invocation: the first time the child starts there; when the parent evaluates the call again (a
+retry, or a resume after it died), the child run found there continues from its own head. The
+last line on stdout is `{"run_id", "status", "output", "error", "pid"}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+__all__ = ("main",)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.subroutine.worker")
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--target", required=True)
+    args = parser.parse_args(argv)
+    request = json.loads(sys.stdin.read() or "{}")
+
+    from pydantic import TypeAdapter
+
+    from ..lab import Lab
+    from .calls import resolve_target
+
+    definition = resolve_target(args.target)
+    lab = Lab(args.store)
+    try:
+        sub = lab.subroutine(definition)
+        runs = lab.runs(graph=sub.name)
+        if runs:
+            run = lab.resume(runs[0].run_id)
+            if run.status == "failed":
+                run.retry()
+        else:
+            params = request.get("params")
+            if params is not None:
+                params = TypeAdapter(definition.params_type).validate_python(params)
+            run = sub.start(TypeAdapter(definition.input_type).validate_python(request.get("input")), params=params)
+        if run.status in ("created", "running", "queued"):
+            run.run()
+        record = lab.run(run.id)
+        result: dict[str, Any] = {
+            "run_id": run.id,
+            "status": run.status,
+            "output": record.output if run.status == "done" else None,
+            "error": run.error,
+            "pid": os.getpid(),
+        }
+    finally:
+        lab.close()
+    print(json.dumps(result, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
