@@ -101,7 +101,9 @@ def resolve_target(target: str) -> Definition:
         value = value()
     definition = getattr(value, "definition", value)
     if not isinstance(definition, Definition):
-        raise SubroutineDefinitionError(f"the Workflow child {target!r} is {value!r}, not a subroutine definition")
+        raise SubroutineDefinitionError(
+            f"the Workflow child {target!r} is {value!r}, not a subroutine definition"
+        )
     return definition
 
 
@@ -112,7 +114,9 @@ async def invoke(context: VisitContext, child: Any, input: Any, *, params: Any, 
     station = station_context.get()
     run: Run | None = station.run if station is not None else None
     if run is None:
-        raise RunStateError("context.invoke() is called inside a visit while a lab run steps it (run.step() / run.run())")
+        raise RunStateError(
+            "context.invoke() is called inside a visit while a lab run steps it (run.step() / run.run())"
+        )
     rewinds = len(run.lab.store.events(run.id, kind="rewind"))
     key = f"{run.head}.{context.node}.{index}" + (f".r{rewinds}" if rewinds else "")
     if isinstance(child, Workflow):
@@ -139,7 +143,9 @@ def _record(run: Run, node: str, payload: dict[str, Any]) -> None:
     run._write([run._event_row("call", node_id=node, checkpoint_seq=run.head, payload=payload)], sync=True)  # type: ignore[arg-type]
 
 
-async def _call_subroutine(run: Run, node: str, graph: SubroutineGraph, input: Any, params: Any, key: str) -> Any:
+async def _call_subroutine(
+    run: Run, node: str, graph: SubroutineGraph, input: Any, params: Any, key: str
+) -> Any:
     from ..lab import _note_run, current_run
 
     shown = current_run()  # a child run must not become the notebook's current run
@@ -151,7 +157,11 @@ async def _call_subroutine(run: Run, node: str, graph: SubroutineGraph, input: A
                 await child.aretry()
         else:
             child = graph.start(input, params=params, deps=run.deps, durability=run.durability)
-            _record(run, node, {"key": key, "call": "subroutine", "child_run": child.id, "child_graph": graph.name})
+            _record(
+                run,
+                node,
+                {"key": key, "call": "subroutine", "child_run": child.id, "child_graph": graph.name},
+            )
         if child.status in ("created", "running", "queued"):
             await child.arun()
     finally:
@@ -190,7 +200,9 @@ async def _call_workflow(run: Run, node: str, workflow: Workflow, input: Any, pa
         _record(run, node, {"key": key, "call": "workflow", "target": workflow.target, "store": store})
     request = {
         "input": TypeAdapter(definition.input_type).dump_python(input, mode="json"),
-        "params": None if params is None else TypeAdapter(definition.params_type).dump_python(params, mode="json"),
+        "params": None
+        if params is None
+        else TypeAdapter(definition.params_type).dump_python(params, mode="json"),
     }
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "lab.subroutine.worker", "--store", store, "--target", workflow.target,
@@ -213,7 +225,9 @@ async def _call_workflow(run: Run, node: str, workflow: Workflow, input: Any, pa
         tail = err.decode(errors="replace").strip().splitlines()[-5:]
         if result:
             raise ChildCallError(
-                _unfinished(result.get("run_id", "?"), definition.name, result.get("status"), result.get("error"))
+                _unfinished(
+                    result.get("run_id", "?"), definition.name, result.get("status"), result.get("error")
+                )
                 + f" (its store: {store})"
             )
         raise ChildCallError(
@@ -228,7 +242,9 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     prefixes = {sys.prefix, sys.base_prefix}
     paths = [os.getcwd()] + [
-        os.path.abspath(p) for p in sys.path if p and os.path.isdir(p) and not any(os.path.abspath(p).startswith(x) for x in prefixes)
+        os.path.abspath(p)
+        for p in sys.path
+        if p and os.path.isdir(p) and not any(os.path.abspath(p).startswith(x) for x in prefixes)
     ]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])

@@ -103,8 +103,14 @@ async def _visit(node: SubroutineNode, ctx: GraphRunContext[Any, Any]) -> Any:
     else:
         result = await _maybe_await(decl.fn(payload, state.nodes[decl.name], context))
         if not isinstance(result, Success):
-            what = "FeatureSuccess (only a Feature visit returns it)" if isinstance(result, FeatureSuccess) else f"{result!r:.80}"
-            raise VisitResultError(f"visit {decl.name} returned {what}; return Success(output=..., state=...)")
+            what = (
+                "FeatureSuccess (only a Feature visit returns it)"
+                if isinstance(result, FeatureSuccess)
+                else f"{result!r:.80}"
+            )
+            raise VisitResultError(
+                f"visit {decl.name} returned {what}; return Success(output=..., state=...)"
+            )
         assert decl.state_type is not None
         new_state = check_returned_state(result.state, decl.state_type, node=decl.name)
         output, proposed = result.output, before
@@ -133,7 +139,13 @@ class SubroutineGraph(LabGraph):
     definition: Definition
 
     def __init__(self, lab: Lab, definition: Definition):
-        super().__init__(lab, definition.name, state_type=SubroutineState, deps_type=Any, output_type=definition.output_type)
+        super().__init__(
+            lab,
+            definition.name,
+            state_type=SubroutineState,
+            deps_type=Any,
+            output_type=definition.output_type,
+        )
         self.definition = definition
         definition.on_change(self._recompile)
         self._recompile()
@@ -187,7 +199,9 @@ class SubroutineGraph(LabGraph):
     def build(self) -> Any:
         problems = self.definition.problems()
         if problems:
-            raise SubroutineDefinitionError(f"subroutine {self.name!r} cannot build yet: " + "; ".join(problems))
+            raise SubroutineDefinitionError(
+                f"subroutine {self.name!r} cannot build yet: " + "; ".join(problems)
+            )
         return super().build()
 
     # -- running ------------------------------------------------------------------------------
@@ -264,7 +278,10 @@ def check_params(d: Definition, params: Any) -> Any:
 
 
 def _pyname(name: str) -> str:
-    return "".join(p.capitalize() for p in name.replace("-", "_").replace(".", "_").split("_") if p) or "Subroutine"
+    return (
+        "".join(p.capitalize() for p in name.replace("-", "_").replace(".", "_").split("_") if p)
+        or "Subroutine"
+    )
 
 
 def _state_type(d: Definition) -> type[SubroutineState]:
@@ -294,7 +311,9 @@ def _describe(d: Definition, decl: NodeDecl) -> str:
     body = {
         "kind": "feature" if decl.feature else "node",
         "input": repr(decl.input_type),
-        "state": None if st is None else [st.__qualname__, [(f.name, repr(f.type), repr(f.default)) for f in dataclasses.fields(st)]],
+        "state": None
+        if st is None
+        else [st.__qualname__, [(f.name, repr(f.type), repr(f.default)) for f in dataclasses.fields(st)]],
         "edges": [[e.dst, e.label] for e in d.outgoing(decl.name)],
         "features": {n: f.domain_text for n, f in d.features.items()},
         "params": repr(d.params_type),
@@ -328,7 +347,8 @@ def _run_for(sub: SubroutineGraph, name: str, classes: Mapping[str, type]) -> An
         else:
             target = classes.get(e.dst) or type(e.dst, (), {"__graphlab_missing__": True})
         targets.append(Annotated[target, Edge(label=e.label)] if e.label else target)
-    hint: Any = typing.Union[tuple(targets)] if len(targets) > 1 else (targets[0] if targets else typing.NoReturn)  # noqa: UP007
+    union = typing.Union[tuple(targets)] if len(targets) > 1 else None  # noqa: UP007
+    hint: Any = union or (targets[0] if targets else typing.NoReturn)
     t = _run_template
     fn = types.FunctionType(t.__code__, t.__globals__, "run", t.__defaults__, t.__closure__)
     fn.__qualname__ = f"{name}.run"
@@ -341,7 +361,9 @@ def subroutine_graph(lab: Lab, source: Definition | str, **kwargs: Any) -> Subro
     """`lab.subroutine(...)`: a new subroutine by name, or a `Definition` compiled onto `lab`."""
     definition = source if isinstance(source, Definition) else Definition(source, **kwargs)
     if isinstance(source, Definition) and kwargs:
-        raise SubroutineDefinitionError("lab.subroutine(definition) takes no other arguments: the definition has its types")
+        raise SubroutineDefinitionError(
+            "lab.subroutine(definition) takes no other arguments: the definition has its types"
+        )
     if not isinstance(source, Definition):
         import sys
 

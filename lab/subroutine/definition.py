@@ -66,7 +66,14 @@ class Definition:
         self._changed()
         return feature
 
-    def node(self, fn: Visit | None = None, *, state: type | None = None, input: Any = None, name: str | None = None) -> Any:
+    def node(
+        self,
+        fn: Visit | None = None,
+        *,
+        state: type | None = None,
+        input: Any = None,
+        name: str | None = None,
+    ) -> Any:
         """Declare a node: `async def visit(input, state, context) -> Success(output=..., state=...)`.
 
         `state` is the node-local state type (a frozen, slotted dataclass with defaults); the
@@ -102,7 +109,9 @@ class Definition:
         """Declare (or replace) the edge `src` -> `dst` with its condition and the effects it admits."""
         s, d = _name(src), _name(dst)
         if s == OUTPUT or d == INPUT:
-            raise SubroutineDefinitionError(f"edge {s} → {d}: edges leave Input and reach Output, not the other way")
+            raise SubroutineDefinitionError(
+                f"edge {s} → {d}: edges leave Input and reach Output, not the other way"
+            )
         if when is not None and not isinstance(when, Condition):
             raise SubroutineDefinitionError(
                 f"edge {s} → {d}: when= takes a Condition built from a feature (MODE.equals('fast')), got {when!r}"
@@ -115,7 +124,9 @@ class Definition:
                     f"edge {s} → {d}: effect= takes effects built from a feature (MODE.assign('fast')), got {e!r}"
                 )
             if e.feature.name in seen:
-                raise SubroutineDefinitionError(f"edge {s} → {d} has two effects on feature {e.feature.name!r}; keep one")
+                raise SubroutineDefinitionError(
+                    f"edge {s} → {d} has two effects on feature {e.feature.name!r}; keep one"
+                )
             seen.add(e.feature.name)
         if s == INPUT and (when is not None or effects):
             raise SubroutineDefinitionError(
@@ -164,10 +175,14 @@ class Definition:
                     out.append(f"edge {s} → {d} names {end}, which is not a declared node")
             for f in [*(e.when.features if e.when else ()), *(x.feature for x in e.effects)]:
                 if self.features.get(f.name) is not f:
-                    out.append(f"edge {s} → {d} uses feature {f.name!r}, which is not declared by this subroutine (now)")
+                    out.append(
+                        f"edge {s} → {d} uses feature {f.name!r}, which is not declared by this subroutine (now)"
+                    )
         for n in self.nodes:
             if not self.outgoing(n):
-                out.append(f"node {n} has no outgoing edge; add sub.edge({n!r}, ...) (to sub.output to finish)")
+                out.append(
+                    f"node {n} has no outgoing edge; add sub.edge({n!r}, ...) (to sub.output to finish)"
+                )
         return list(dict.fromkeys(out))
 
     def on_change(self, callback: Callable[[], None]) -> None:
@@ -186,10 +201,16 @@ class Definition:
                 f"a node's name must be an identifier other than Input and Output, got {node!r}; pass name=..."
             )
         arity = 2 if feature else 3
-        params = [p for p in inspect.signature(fn).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
         if len(params) != arity:
             shape = "(input, context)" if feature else "(input, state, context)"
-            raise SubroutineDefinitionError(f"node {node}: a {'Feature ' if feature else ''}visit takes {shape}, got {len(params)} parameters")
+            raise SubroutineDefinitionError(
+                f"node {node}: a {'Feature ' if feature else ''}visit takes {shape}, got {len(params)} parameters"
+            )
         if input is None:
             try:
                 hints = get_type_hints(fn)

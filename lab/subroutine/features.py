@@ -66,7 +66,9 @@ class Feature:
                     f"not None; got {list(domain)!r}"
                 )
             return cls(name, Literal[values], values)  # type: ignore[valid-type]
-        raise SubroutineDefinitionError(f"feature {name!r}: domain {domain!r} is neither a collection of values nor a type")
+        raise SubroutineDefinitionError(
+            f"feature {name!r}: domain {domain!r} is neither a collection of values nor a type"
+        )
 
     # -- the domain -----------------------------------------------------------------------
 
@@ -88,7 +90,7 @@ class Feature:
     @property
     def value_type(self) -> Any:
         """The type a checkpoint keeps this feature's value as (None until the first assignment)."""
-        return typing.Optional[self.domain]  # noqa: UP007
+        return typing.Optional[self.domain]  # noqa: UP007, UP045
 
     def check(self, value: Any, *, by: str) -> None:
         if value is None:
@@ -155,10 +157,18 @@ class Condition:
         return bool(self.test(view))
 
     def __and__(self, other: Condition) -> Condition:
-        return Condition(lambda f: self.test(f) and other.test(f), f"({self.label}) and ({other.label})", self.features + other.features)
+        return Condition(
+            lambda f: self.test(f) and other.test(f),
+            f"({self.label}) and ({other.label})",
+            self.features + other.features,
+        )
 
     def __or__(self, other: Condition) -> Condition:
-        return Condition(lambda f: self.test(f) or other.test(f), f"({self.label}) or ({other.label})", self.features + other.features)
+        return Condition(
+            lambda f: self.test(f) or other.test(f),
+            f"({self.label}) or ({other.label})",
+            self.features + other.features,
+        )
 
     def __invert__(self) -> Condition:
         return Condition(lambda f: not self.test(f), f"not ({self.label})", self.features)
@@ -187,7 +197,9 @@ class Effect:
         if self.kind == "unconstrained":
             return None
         if self.kind == "assign":
-            return None if proposed == self.value else f"{self.label} but the visit left it at {_show(proposed)}"
+            return (
+                None if proposed == self.value else f"{self.label} but the visit left it at {_show(proposed)}"
+            )
         if before is None:
             return (
                 f"{self.feature.name}'s first assignment (None → {_show(proposed)}) needs an assignment or "
@@ -232,7 +244,9 @@ class Proposal:
     node: str
 
 
-_proposal: contextvars.ContextVar[Proposal | None] = contextvars.ContextVar("graph_lab_feature_visit", default=None)
+_proposal: contextvars.ContextVar[Proposal | None] = contextvars.ContextVar(
+    "graph_lab_feature_visit", default=None
+)
 
 
 class FeatureState:

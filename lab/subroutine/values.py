@@ -21,7 +21,14 @@ from typing import Any, Generic, TypeVar
 
 from .errors import NodeStateTypeError, NodeStateValueError
 
-__all__ = ("Success", "FeatureSuccess", "NoState", "check_state_type", "check_returned_state", "immutable_problem")
+__all__ = (
+    "Success",
+    "FeatureSuccess",
+    "NoState",
+    "check_state_type",
+    "check_returned_state",
+    "immutable_problem",
+)
 
 OutputT = TypeVar("OutputT")
 StateT = TypeVar("StateT")
@@ -87,11 +94,20 @@ def check_state_type(tp: Any, *, node: str) -> None:
     name = tp.__qualname__
     params = tp.__dataclass_params__  # type: ignore[attr-defined]
     if not params.frozen:
-        raise NodeStateTypeError(f"{where} {name} is not frozen; declare it with @dataclass(frozen=True, slots=True)")
+        raise NodeStateTypeError(
+            f"{where} {name} is not frozen; declare it with @dataclass(frozen=True, slots=True)"
+        )
     if "__slots__" not in tp.__dict__:
-        raise NodeStateTypeError(f"{where} {name} is not slotted; declare it with @dataclass(frozen=True, slots=True)")
+        raise NodeStateTypeError(
+            f"{where} {name} is not slotted; declare it with @dataclass(frozen=True, slots=True)"
+        )
     init = tp.__dict__.get("__init__")
-    if not params.init or init is None or getattr(init, "__code__", None) is None or init.__code__.co_filename != "<string>":
+    if (
+        not params.init
+        or init is None
+        or getattr(init, "__code__", None) is None
+        or init.__code__.co_filename != "<string>"
+    ):
         raise NodeStateTypeError(
             f"{where} {name} does not have the initializer @dataclass generates; remove its own __init__ "
             "(the runtime constructs it with no arguments)"
@@ -99,7 +115,10 @@ def check_state_type(tp: Any, *, node: str) -> None:
     own = tp.__dict__.get("__annotations__", {})
     for f in dataclasses.fields(tp):
         if f.name not in own:
-            owner = next((b.__qualname__ for b in tp.__mro__[1:] if f.name in b.__dict__.get("__annotations__", {})), "a base")
+            owner = next(
+                (b.__qualname__ for b in tp.__mro__[1:] if f.name in b.__dict__.get("__annotations__", {})),
+                "a base",
+            )
             raise NodeStateTypeError(
                 f"{where} {name} field {f.name!r} is inherited from {owner}; inherited fields are rejected: "
                 f"declare {f.name!r} directly on {name}"
@@ -116,7 +135,9 @@ def check_state_type(tp: Any, *, node: str) -> None:
             )
         problem = immutable_problem(f.default, f"the default of {f.name!r}")
         if problem:
-            raise NodeStateTypeError(f"{where} {name} field {f.name!r}: {problem}; defaults must be immutable")
+            raise NodeStateTypeError(
+                f"{where} {name} field {f.name!r}: {problem}; defaults must be immutable"
+            )
 
 
 def check_returned_state(value: Any, tp: type, *, node: str) -> Any:

@@ -42,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
             params = request.get("params")
             if params is not None:
                 params = TypeAdapter(definition.params_type).validate_python(params)
-            run = sub.start(TypeAdapter(definition.input_type).validate_python(request.get("input")), params=params)
+            run = sub.start(
+                TypeAdapter(definition.input_type).validate_python(request.get("input")), params=params
+            )
         if run.status in ("created", "running", "queued"):
             run.run()
         record = lab.run(run.id)
