@@ -384,7 +384,13 @@ class RunWidget(widgets.VBox):
         rec = self._record(seq)
         self.graph.show(self.overlay_at(i))
         head = " (head)" if seq == self._run.head else ""
-        self.state_panel.value = f'<div class="gl-panel"><h4>State at checkpoint {seq}{head} · {H.escape(rec.status)}</h4>{H.json_tree(rec.state)}</div>'
+        sections = getattr(self._run.graph, "state_sections", None)  # a subroutine names its kinds of value
+        body = (
+            "".join(f'<h5 class="gl-section">{H.escape(t)}</h5>{H.json_tree(v)}' for t, v in sections(rec))
+            if callable(sections)
+            else H.json_tree(rec.state)
+        )
+        self.state_panel.value = f'<div class="gl-panel"><h4>State at checkpoint {seq}{head} · {H.escape(rec.status)}</h4>{body}</div>'
         parent = self._seqs[i - 1] if i > 0 else None
         diff = None
         if parent is not None:  # the parent's record is read with this one: no store round trip
