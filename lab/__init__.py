@@ -10,13 +10,19 @@ from .errors import (
     CapabilityBudgetError,
     CheckpointError,
     CheckpointValueError,
+    EdgeConditionError,
     GraphDefinitionError,
     LabError,
+    NodeExecutionError,
+    NodeTimeout,
+    ReducerError,
     RevisionMismatchError,
     RunNotFoundError,
     RunStateError,
+    RunTimeout,
     StateContractError,
     StateEditError,
+    StepLimitError,
     StoreError,
     StoreLockedError,
     StorePermissionError,
@@ -32,8 +38,10 @@ from .gates import CapabilityRequired, Gate, Verdict, granted, interrupt
 from .graph import BuiltGraph, LabGraph
 from .history import Checkpoint
 from .lab import DEFAULT_PATH, Lab, current_lab, current_run
+from .limits import DEFAULT_STEP_LIMIT, Limits
 from .manifest import Manifest, Station
 from .records import CheckpointRecord, EventRecord, PendingStation, RunRecord, Status, WaitRecord
+from .retry import Retry
 from .run import Run, StepResult
 from .waits import Budgets
 
@@ -47,6 +55,10 @@ __all__ = (
     "current_lab",
     "current_run",
     "DEFAULT_PATH",
+    # run control
+    "DEFAULT_STEP_LIMIT",
+    "Limits",
+    "Retry",
     # gates and waits
     "Budgets",
     "Gate",
@@ -81,6 +93,12 @@ __all__ = (
     "WaitOwnerError",
     "WaitReentryError",
     "CapabilityBudgetError",
+    "StepLimitError",
+    "RunTimeout",
+    "NodeTimeout",
+    "NodeExecutionError",
+    "ReducerError",
+    "EdgeConditionError",
     "RunNotFoundError",
     "StoreError",
     "StoreLockedError",

@@ -42,8 +42,10 @@ from .engine.superstep import entry_task
 from .engine.tasks import TaskInput
 from .errors import GraphDefinitionError, StateContractError
 from .graph import BuiltGraph, Drawable, _is_gate, _qualname, start_run
+from .limits import DEFAULT_STEP_LIMIT, UNSET
 from .manifest import Manifest, Station, check_key, source_fingerprint
 from .records import Durability
+from .retry import Retry, StationPolicies
 
 if TYPE_CHECKING:
     from .lab import Lab
@@ -55,7 +57,7 @@ START = StartNode.id
 END_NODE = EndNode.id
 
 
-class AdoptedGraph(Drawable):
+class AdoptedGraph(Drawable, StationPolicies):
     """The lab's handle on a native `Graph`: the same run API as a lab-declared graph."""
 
     def __init__(self, lab: Lab, name: str, native: Graph[Any, Any, Any, Any], namespace: dict[str, Any] | None = None):
@@ -66,6 +68,10 @@ class AdoptedGraph(Drawable):
         """Names visible where the graph was built (its frame's locals), to resolve type hints."""
         self._built: BuiltGraph | None = None
         self._listeners: list[Callable[[Any], None]] = []
+        self.step_limit: int | None = DEFAULT_STEP_LIMIT
+        """Steps one `run.run()` call of this graph's new runs may take (None: no limit); see lab.limits."""
+        self.retry_policies: dict[str, Retry] = {}
+        self.node_timeouts: dict[str, float] = {}
 
     # -- what it is ------------------------------------------------------------------------
 
@@ -106,6 +112,9 @@ class AdoptedGraph(Drawable):
     def on_change(self, callback: Callable[[Any], None]) -> None:
         self._listeners.append(callback)
 
+    def _policy_stations(self) -> Any:
+        return self.build().manifest.station_ids
+
     def build(self) -> BuiltGraph:
         if self._built is None:
             self._built = _build(self)
@@ -131,6 +140,7 @@ class AdoptedGraph(Drawable):
         durability: Durability | None = None,
         batch_size: int | None = None,
         breakpoints: dict[str, Sequence[str]] | None = None,
+        step_limit: int | None = UNSET,
     ) -> Run:
         """Create a run that begins at the graph's start node with `inputs` (as `Graph.run` does).
 
@@ -167,6 +177,7 @@ class AdoptedGraph(Drawable):
             durability=durability,
             batch_size=batch_size,
             breakpoints=breakpoints,
+            step_limit=step_limit,
         )
 
     def __repr__(self) -> str:

@@ -307,7 +307,7 @@ def run_lab_sync(g: Any, visits: int) -> tuple[float, Any, bool]:
 
     The run's creation (`g.start`, one journal write) is not timed.
     """
-    run = g.start(Loop(), state=BenchState(limit=visits))
+    run = g.start(Loop(), state=BenchState(limit=visits), step_limit=visits + 1)
     before = _journal_lines(g)
     t0 = time.perf_counter()
     run.run()
@@ -317,7 +317,7 @@ def run_lab_sync(g: Any, visits: int) -> tuple[float, Any, bool]:
 
 async def run_lab_async(g: Any, visits: int) -> tuple[float, Any, bool]:
     """`await run.arun()` on the caller's loop: (seconds, output, folded)."""
-    run = g.start(Loop(), state=BenchState(limit=visits))
+    run = g.start(Loop(), state=BenchState(limit=visits), step_limit=visits + 1)
     before = _journal_lines(g)
     t0 = time.perf_counter()
     await run.arun()
@@ -522,7 +522,7 @@ def profile_lab_step(visits: int = DEFAULT_VISITS, *, runs: int = 3, top: int = 
             prof = cProfile.Profile()
             total = 0.0
             for _ in range(runs):
-                run = g.start(Loop(), state=BenchState(limit=visits))
+                run = g.start(Loop(), state=BenchState(limit=visits), step_limit=visits + 1)
                 t0 = time.perf_counter()
                 prof.enable()
                 runner.run(run.arun())

@@ -48,7 +48,7 @@ def measure(checkpoints: int = 100_000, samples: int = 200, seed: int = 7) -> di
             g = lab.graph("ledger", state_type=Ledger, output_type=int)
             g.node(Tick)
             t = time.perf_counter()
-            run = g.start(Tick(), state=Ledger(limit=checkpoints - 1)).run()
+            run = g.start(Tick(), state=Ledger(limit=checkpoints - 1), step_limit=None).run()
             lab.store.fold()
             out["build_s"] = time.perf_counter() - t
             last = run.head or 0

@@ -305,12 +305,22 @@ class StepDeclaring:
         return self._decl.end_node
 
     def step(
-        self, call: Callable[..., Any] | None = None, *, node_id: str | None = None, label: str | None = None
+        self,
+        call: Callable[..., Any] | None = None,
+        *,
+        node_id: str | None = None,
+        label: str | None = None,
+        retry: Any = None,
+        timeout: float | None = None,
     ) -> Any:
-        """Declare (or re-declare, by node id) a step function; use as `@g.step` or `@g.step(node_id=...)`."""
+        """Declare (or re-declare, by node id) a step function; use as `@g.step` or `@g.step(node_id=...)`.
+
+        `retry=Retry(...)` and `timeout=` give the step a retry policy and a time limit per try.
+        """
         if call is None:
-            return lambda fn: self.step(fn, node_id=node_id, label=label)
+            return lambda fn: self.step(fn, node_id=node_id, label=label, retry=retry, timeout=timeout)
         s = self._decl.step(call, node_id=node_id, label=label)
+        self.set_policy(s.id, retry=retry, timeout=timeout, where=f"@g.step({s.id})")  # type: ignore[attr-defined]
         self._changed()
         return s
 

@@ -23,6 +23,12 @@ __all__ = (
     "WaitOwnerError",
     "WaitReentryError",
     "CapabilityBudgetError",
+    "StepLimitError",
+    "RunTimeout",
+    "NodeTimeout",
+    "NodeExecutionError",
+    "ReducerError",
+    "EdgeConditionError",
     "RunNotFoundError",
     "StoreError",
     "StoreLockedError",
@@ -108,6 +114,63 @@ class WaitReentryError(WaitError):
 
 class CapabilityBudgetError(LabError, RuntimeError):
     """A run asked for capabilities more often than its budget allows (seed 001 handshake)."""
+
+
+class StepLimitError(LabError, RuntimeError):
+    """A run reached its step limit before End (seed 002: "step_limit ... caps total super-steps").
+
+    The run is `failed`, its head is the last checkpoint; `run.run(step_limit=...)` or
+    `run.retry()` continues it.
+    """
+
+    def __init__(self, message: str, *, run_id: str, limit: int):
+        super().__init__(message)
+        self.run_id = run_id
+        self.limit = limit
+
+
+class RunTimeout(LabError, TimeoutError):
+    """A run's whole-run `timeout=` ran out (seed 002): the step in flight was cancelled.
+
+    The run is `failed`, its head is the last checkpoint; `run.run()` or `run.retry()` resumes it.
+    """
+
+    def __init__(self, message: str, *, run_id: str, timeout: float):
+        super().__init__(message)
+        self.run_id = run_id
+        self.timeout = timeout
+
+
+class NodeTimeout(LabError, TimeoutError):
+    """A station ran longer than its own `timeout=`; a `Retry` policy may try it again."""
+
+    def __init__(self, message: str, *, node_id: str, timeout: float):
+        super().__init__(message)
+        self.node_id = node_id
+        self.timeout = timeout
+
+
+class NodeExecutionError(LabError, RuntimeError):
+    """A station failed and the caller asked failures to raise (seed 003 "NodeExecutionException").
+
+    `node_id` and `attempt` say which station and which attempt (the event sequence of its
+    `entered` event); the station's own exception is `__cause__` and `original`.
+    """
+
+    def __init__(self, message: str, *, run_id: str, node_id: str | None, attempt: int | None, original: BaseException | None):
+        super().__init__(message)
+        self.run_id = run_id
+        self.node_id = node_id
+        self.attempt = attempt
+        self.original = original
+
+
+class ReducerError(NodeExecutionError):
+    """A join's reducer raised while a step was settled (seed 003 "ReducerException"); names the join."""
+
+
+class EdgeConditionError(NodeExecutionError):
+    """An edge's condition (a decision's match or a path transform) raised (seed 003 "EdgeConditionException")."""
 
 
 class RunNotFoundError(LabError, KeyError):

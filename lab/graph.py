@@ -25,8 +25,10 @@ from pydantic_graph.step import NodeStep, StepNode
 from .builder import StepDeclarations, StepDeclaring
 from .codec import SnapshotCodec
 from .errors import GraphDefinitionError, StateContractError, UnsupportedTopologyError
+from .limits import DEFAULT_STEP_LIMIT, UNSET, Limits, check_step_limit
 from .manifest import END, Manifest, Station, check_key, source_fingerprint
 from .records import Durability
+from .retry import Retry, StationPolicies
 
 if TYPE_CHECKING:
     from .lab import Lab
@@ -95,7 +97,7 @@ class Drawable:
         display(self._repr_mimebundle_(), raw=True)
 
 
-class LabGraph(Drawable, StepDeclaring):
+class LabGraph(Drawable, StationPolicies, StepDeclaring):
     """A graph being declared: collect nodes with `@g.node`, then `g.start(...)` a run.
 
     Or declare it as pydantic-graph's `GraphBuilder` does, cell by cell: `@g.step`, `g.join(...)`,
@@ -118,6 +120,10 @@ class LabGraph(Drawable, StepDeclaring):
         self._listeners: list[Callable[[LabGraph], None]] = []
         self.budgets: Budgets | None = None
         """Capability budgets for this graph's new runs (None: the lab's); a run records its own."""
+        self.step_limit: int | None = DEFAULT_STEP_LIMIT
+        """Steps one `run.run()` call of this graph's new runs may take (None: no limit); see lab.limits."""
+        self.retry_policies: dict[str, Retry] = {}
+        self.node_timeouts: dict[str, float] = {}
 
     # -- declaring -----------------------------------------------------------------------
 
@@ -136,20 +142,33 @@ class LabGraph(Drawable, StepDeclaring):
                     return f"@{name}.node"
         return f"@g.node (g = lab.graph({self.name!r}, ...))"
 
-    def node(self, cls: N) -> N:
-        """Declare (or re-declare) a node class; use as a decorator above `@dataclass`."""
+    @typing.overload
+    def node(self, cls: N) -> N: ...
+    @typing.overload
+    def node(self, *, retry: Retry | None = None, timeout: float | None = None) -> Callable[[N], N]: ...
+    def node(self, cls: Any = None, *, retry: Retry | None = None, timeout: float | None = None) -> Any:
+        """Declare (or re-declare) a node class; use as a decorator above `@dataclass`.
+
+        `@g.node(retry=Retry(max_attempts=3), timeout=30)` also gives the station a retry policy
+        (tries inside the same step, lab.retry) and a time limit per try (`NodeTimeout`).
+        """
+        if cls is None:
+            return lambda c: self.node(c, retry=retry, timeout=timeout)
         if not (inspect.isclass(cls) and issubclass(cls, BaseNode)):
             raise GraphDefinitionError(
                 f"{self.decorator} expects a BaseNode subclass, got {cls!r}; "
                 "subclass pydantic_graph.BaseNode and decorate the class"
             )
         node_id = cls.get_node_id()
+        self.set_policy(node_id, retry=retry, timeout=timeout, where=f"@g.node({node_id})")
         self._nodes[node_id] = cls
         self._changed()
         return cls
 
     def remove(self, node_id: str) -> None:
         """Drop a declared node, step or join by id, or an edge by `"edge " + key` (a cell that declared it was deleted)."""
+        self.retry_policies.pop(node_id, None)
+        self.node_timeouts.pop(node_id, None)
         if self._nodes.pop(node_id, None) is None and not self._decl.drop(node_id):
             raise GraphDefinitionError(
                 f"graph {self.name!r} has no node, step, join or edge {node_id!r}; it has {list(self.declarations())}"
@@ -211,12 +230,14 @@ class LabGraph(Drawable, StepDeclaring):
         durability: Durability | None = None,
         batch_size: int | None = None,
         breakpoints: dict[str, Sequence[str]] | None = None,
+        step_limit: int | None = UNSET,
     ) -> Run:
         """Create a run that will begin at `node` and write its first checkpoint.
 
         `breakpoints={"before": ["Send"], "after": ["Draft"]}` parks the run around those
         stations; `run.set_breakpoint` / `run.clear_breakpoint` change them later. A graph declared
         with steps and edges starts at its start node with `inputs` (as `Graph.run(inputs=...)`).
+        `step_limit` bounds each `run.run()` of this run (default: the graph's, 100; None: none).
         """
         built = self.build()
         if self._decl.active and node is None:
@@ -225,7 +246,7 @@ class LabGraph(Drawable, StepDeclaring):
             entry = start_entry(self, built, inputs)
             return start_run(
                 self, built, entry, state=state, deps=deps, durability=durability, batch_size=batch_size,
-                breakpoints=breakpoints,
+                breakpoints=breakpoints, step_limit=step_limit,
             )  # fmt: skip
         node_id = type(node).get_node_id() if isinstance(node, BaseNode) else None
         if node_id is None or node_id not in built.nodes:
@@ -246,6 +267,7 @@ class LabGraph(Drawable, StepDeclaring):
             durability=durability,
             batch_size=batch_size,
             breakpoints=breakpoints,
+            step_limit=step_limit,
         )
 
     def __repr__(self) -> str:
@@ -264,8 +286,12 @@ def start_run(
     durability: Durability | None,
     batch_size: int | None,
     breakpoints: dict[str, Sequence[str]] | None,
+    step_limit: int | None = UNSET,
 ) -> Run:
     """Create a run of `g` (declared or adopted) at `entry`: default state, contract check, first checkpoint."""
+    if step_limit is UNSET:
+        step_limit = getattr(g, "step_limit", DEFAULT_STEP_LIMIT)
+    limits = Limits(step_limit=check_step_limit(step_limit, f"{g.name}.start"))
     state_type = g.state_type
     if state is None and state_type not in (None, NoneType):
         try:
@@ -290,6 +316,7 @@ def start_run(
         batch_size=batch_size or g.lab.batch_size,
         breakpoints=breakpoints,
         budgets=getattr(g, "budgets", None) or g.lab.budgets,
+        limits=limits,
     )
     _note_run(run)
     return run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import NoneType
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -20,8 +20,10 @@ from .errors import (
     StateEditError,
 )
 from .graph import LabGraph
+from .limits import DEFAULT_STEP_LIMIT, check_step_limit
 from .manifest import Manifest
 from .records import Durability, EventRecord, RunRecord, Status, WaitRecord
+from .retry import Retry, check_policies, check_timeouts
 from .run import Run
 from .waits import Budgets
 
@@ -42,6 +44,9 @@ _graphs_of: dict[DuckDBStore, dict[str, LabGraph]] = {}
 """The graphs declared on each open file store: every `Lab` of one path in a process shares them
 (a `:memory:` store is private to its Lab). Dropped when the store closes."""
 
+
+_settings_of: dict[DuckDBStore, dict[str, Any]] = {}
+"""Settings every `Lab` of one file store shares (as its graphs): `raise_on_failure`."""
 
 _STATUSES: tuple[str, ...] = get_args(Status)
 
@@ -73,6 +78,16 @@ def _note_run(run: Run | None) -> None:
     _current_run = run
 
 
+def _adopt_policies(
+    g: AdoptedGraph, step_limit: int | None, retry: Mapping[str, Retry] | None, timeouts: Mapping[str, float] | None
+) -> None:
+    """The run-control settings `lab.adopt` was given, checked against the graph's stations."""
+    stations = g.manifest.station_ids
+    where = f"lab.adopt(name={g.name!r})"
+    policies, seconds = check_policies(retry, stations, where), check_timeouts(timeouts, stations, where)
+    g.step_limit, g.retry_policies, g.node_timeouts = step_limit, policies, seconds
+
+
 class Lab:
     """Declare graphs, start and resume runs, and query everything with SQL.
 
@@ -91,6 +106,7 @@ class Lab:
         batch_size: int = 100,
         fsync: bool | None = None,
         budgets: Budgets | None = None,
+        raise_on_failure: bool | None = None,
     ):
         global _current
         if durability not in ("step", "batch"):
@@ -102,8 +118,15 @@ class Lab:
             raise ArgumentError(f"Lab(budgets={budgets!r}): pass lab.Budgets(resumes=..., consecutive=...)")
         self.budgets: Budgets = budgets or Budgets()
         """Capability budgets of new runs, unless their graph sets its own (seed 001 default limits)."""
+        if raise_on_failure is not None and not isinstance(raise_on_failure, bool):
+            raise ArgumentError(f"Lab(raise_on_failure={raise_on_failure!r}): pass True or False")
         self.store: DuckDBStore = open_store(self.path, fsync=fsync)
         self._graphs: dict[str, LabGraph] = {} if self.path == MEMORY else _graphs_of.setdefault(self.store, {})
+        self._settings: dict[str, Any] = (
+            {} if self.path == MEMORY else _settings_of.setdefault(self.store, {})
+        )
+        if raise_on_failure is not None or "raise_on_failure" not in self._settings:
+            self._settings["raise_on_failure"] = bool(raise_on_failure)
         self._live: dict[str, Run] = self.store.live_runs
         self._providers: dict[str, Callable[[WaitRecord], Any]] = {}
         if not self.store.recovery_done:
@@ -122,11 +145,14 @@ class Lab:
         output_type: Any = object,
         input_type: Any = NoneType,
         budgets: Budgets | None = None,
+        step_limit: int | None = DEFAULT_STEP_LIMIT,
     ) -> LabGraph:
         """The graph `name` (created on first call; a re-run cell gets the same graph back).
 
         `input_type` is what `g.start(inputs=...)` takes when the graph is declared with steps and edges.
+        `step_limit` bounds each `run.run()` of its runs (seed 002 default 100; None: no limit).
         """
+        check_step_limit(step_limit, f"lab.graph({name!r})")
         g = self._graphs.get(name)
         if g is None:
             g = self._graphs[name] = LabGraph(
@@ -139,7 +165,22 @@ class Lab:
         if budgets is not None and not isinstance(budgets, Budgets):
             raise ArgumentError(f"lab.graph({name!r}, budgets={budgets!r}): pass lab.Budgets(resumes=..., consecutive=...)")
         g.budgets = budgets
+        g.step_limit = step_limit
         return g
+
+    @property
+    def raise_on_failure(self) -> bool:
+        """Whether `run.step()` / `run.run()` / `run.retry()` raise a failure they record (seed 003):
+        `NodeExecutionError` for a station, `StepLimitError` / `RunTimeout` for a bound. Off by
+        default: a notebook shows the failed run. A call's own `raise_on_failure=` wins over this;
+        every `Lab` of one file shares the setting."""
+        return bool(self._settings["raise_on_failure"])
+
+    @raise_on_failure.setter
+    def raise_on_failure(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise ArgumentError(f"lab.raise_on_failure = {value!r}: set True or False")
+        self._settings["raise_on_failure"] = value
 
     @property
     def graphs(self) -> dict[str, LabGraph]:
@@ -287,23 +328,35 @@ class Lab:
             return subroutine_graph(self, source, input=input, output=output, params=params)
         return subroutine_graph(self, source)
 
-    def adopt(self, graph: Any, *, name: str | None = None) -> AdoptedGraph:
+    def adopt(
+        self,
+        graph: Any,
+        *,
+        name: str | None = None,
+        step_limit: int | None = DEFAULT_STEP_LIMIT,
+        retry: Mapping[str, Retry] | None = None,
+        node_timeouts: Mapping[str, float] | None = None,
+    ) -> AdoptedGraph:
         """The lab's handle on a graph built with pydantic-graph's own `GraphBuilder`, unchanged.
 
         `lg = lab.adopt(fives_graph, name="fives"); run = lg.start(inputs=4)` gives the same run
         API as a lab-declared graph. Adopting the same name again with a changed graph makes a new
         revision. See `lab.adopt` module docs for the checkpoint contract of steps.
+        `retry={"station": Retry(...)}` and `node_timeouts={"station": seconds}` set policies per
+        station by name (the graph's own code stays unchanged); `step_limit` bounds each run() call.
         """
         from .adopt import AdoptedGraph, caller_namespace
 
         key = name if name is not None else getattr(graph, "name", None)
         if not key:
             raise GraphDefinitionError("lab.adopt needs a name= for a graph built without one")
+        check_step_limit(step_limit, f"lab.adopt(name={key!r})")
         namespace = caller_namespace()
         existing = self._graphs.get(key)
         if isinstance(existing, AdoptedGraph):
             existing.replace(graph, namespace)
             existing.build()
+            _adopt_policies(existing, step_limit, retry, node_timeouts)
             return existing
         if existing is not None:
             raise GraphDefinitionError(
@@ -311,6 +364,7 @@ class Lab:
             )
         adopted = AdoptedGraph(self, key, graph, namespace)
         adopted.build()  # refuse what the lab cannot checkpoint now, not at the first step
+        _adopt_policies(adopted, step_limit, retry, node_timeouts)
         self._graphs[key] = adopted  # type: ignore[assignment]
         return adopted
 
@@ -411,6 +465,7 @@ class Lab:
         self.store.close()
         if self.store.closed:
             _graphs_of.pop(self.store, None)
+            _settings_of.pop(self.store, None)
 
     def __enter__(self) -> Lab:
         return self
@@ -443,7 +498,7 @@ class Lab:
             for ev in events:
                 if ev.kind == "entered" and ev.attempt is not None:
                     open_attempts[ev.attempt] = ev
-                elif ev.kind in ("settled", "failed", "interrupted", "cancelled", "waiting", "dropped") and ev.attempt is not None:
+                elif ev.kind in ("settled", "failed", "interrupted", "cancelled", "waiting", "dropped", "retry") and ev.attempt is not None:
                     open_attempts.pop(ev.attempt, None)
             if not open_attempts:
                 continue

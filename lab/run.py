@@ -26,9 +26,20 @@ from .engine.loop import run_sync
 from .engine.serial import Stop, drive
 from .engine.superstep import drive_steps
 from .engine.tasks import JoinAcc, node_id_of
-from .errors import ArgumentError, RevisionMismatchError, RunStateError, StoreError
+from .errors import (
+    ArgumentError,
+    LabError,
+    NodeExecutionError,
+    RevisionMismatchError,
+    RunStateError,
+    RunTimeout,
+    StepLimitError,
+    StoreError,
+)
 from .history import TimeTravel
+from .limits import UNSET, Limits, check_step_limit
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
+from .retry import Retries
 from .steps import SuperSteps
 from .waits import Budgets, Waits
 
@@ -41,6 +52,9 @@ __all__ = ("Run", "StepResult", "new_run_id")
 log = logging.getLogger(__name__)
 
 Outcome = Literal["settled", "done", "failed", "cancelled", "interrupted", "paused", "waiting"]
+
+_LIMIT_ERRORS = (f"{StepLimitError.__module__}.{StepLimitError.__qualname__}", f"{RunTimeout.__module__}.{RunTimeout.__qualname__}")
+"""Failures of a run's bounds, not of a station: `run.run()` continues such a run directly."""
 
 
 def new_run_id() -> str:
@@ -77,7 +91,7 @@ class StepResult:
         return "<StepResult " + "; ".join(bits) + ">"
 
 
-class Run(Waits, TimeTravel, SuperSteps):
+class Run(Waits, TimeTravel, SuperSteps, Retries):
     """Step, run, retry or cancel one run; answer its waits; read its history and events."""
 
     def __init__(
@@ -136,6 +150,12 @@ class Run(Waits, TimeTravel, SuperSteps):
         bps = record.breakpoints or {}
         self._breakpoints: dict[str, set[str]] = {w: set(bps.get(w, ())) for w in ("before", "after")}
         self._counters: dict[str, Any] = dict(counters or {})
+        self.limits: Limits = Limits.from_counters(self._counters)
+        """The run's step limit and timeout per call (recorded with it, so a resume keeps them)."""
+        self._tries: dict[str, int] = {}
+        """Failed tries of the pending station in this step (its retry policy's count)."""
+        self._failure: BaseException | None = None
+        """The exception of the failure the current call recorded (what `raise_on_failure` raises)."""
         self._station: Any = None
         """The StationContext of the station in flight (its `warn()` notes become events)."""
 
@@ -155,6 +175,7 @@ class Run(Waits, TimeTravel, SuperSteps):
         batch_size: int,
         breakpoints: dict[str, Sequence[str]] | None = None,
         budgets: Budgets | None = None,
+        limits: Limits | None = None,
     ) -> Run:
         if durability not in ("step", "batch"):
             raise ValueError(f"durability must be 'step' or 'batch', got {durability!r}")
@@ -172,8 +193,9 @@ class Run(Waits, TimeTravel, SuperSteps):
             durability=durability,
             breakpoints=bps,
         )
-        limits = (budgets or Budgets()).to_json()
-        counters = {"budgets": limits} if limits else None
+        budget_json = (budgets or Budgets()).to_json()
+        limits_json = (limits or Limits()).to_json()
+        counters = {**({"budgets": budget_json} if budget_json else {}), **({"limits": limits_json} if limits_json else {})} or None
         cp = CheckpointRecord(
             run_id=record.run_id, seq=0, parent_seq=None, status="created", state=state_json, next=(station,), counters=counters
         )
@@ -185,7 +207,8 @@ class Run(Waits, TimeTravel, SuperSteps):
             checkpoint_seq=0,
             payload={
                 "entry": station.node_id, "revision": built.revision, "durability": durability,
-                **({"breakpoints": bps} if bps else {}), **({"budgets": limits} if limits else {}),
+                **({"breakpoints": bps} if bps else {}), **({"budgets": budget_json} if budget_json else {}),
+                **({"limits": limits_json} if limits_json else {}),
             },  # fmt: skip
         )
         store = lab.store
@@ -269,36 +292,59 @@ class Run(Waits, TimeTravel, SuperSteps):
 
     # -- stepping ------------------------------------------------------------------------
 
-    def step(self) -> StepResult:
-        """Run exactly one station and return what happened."""
-        return run_sync(self.astep())
+    @property
+    def step_limit(self) -> int | None:
+        """Steps one `run()` call may take before the run fails with `StepLimitError` (None: no limit)."""
+        return self.limits.step_limit
 
-    def run(self, max_steps: int | None = None) -> Run:
-        """Run until End, a failure, a wait, `max_steps` stations, or `pause()`. Returns the run."""
-        run_sync(self.arun(max_steps=max_steps))
+    def step(self, *, raise_on_failure: bool | None = None) -> StepResult:
+        """Run exactly one station and return what happened.
+
+        `raise_on_failure=True` (or `Lab(raise_on_failure=True)`) raises `NodeExecutionError`
+        when the station fails, after the failure is recorded.
+        """
+        return run_sync(self.astep(raise_on_failure=raise_on_failure))
+
+    def run(
+        self, max_steps: int | None = None, *, step_limit: int | None = UNSET, raise_on_failure: bool | None = None
+    ) -> Run:
+        """Run until End, a failure, a wait, `max_steps` stations, or `pause()`. Returns the run.
+
+        `step_limit` bounds this call (default: the run's own, 100 unless set): reaching it fails
+        the run with `StepLimitError`, and `run.run(step_limit=...)` goes on. Failures are recorded
+        and shown; `raise_on_failure=True` (or `Lab(raise_on_failure=True)`) also raises them:
+        `NodeExecutionError` for a station, `StepLimitError` for the limit.
+        """
+        run_sync(self.arun(max_steps=max_steps, step_limit=step_limit, raise_on_failure=raise_on_failure))
         return self
 
-    async def astep(self) -> StepResult:
+    async def astep(self, *, raise_on_failure: bool | None = None) -> StepResult:
         """The async form of `step()`."""
-        await self._advance(max_steps=1)
+        await self._advance(max_steps=1, step_limit=UNSET)
+        self._raise_failure(raise_on_failure)
         assert self._last is not None
         return self._last
 
-    async def arun(self, max_steps: int | None = None) -> Run:
+    async def arun(
+        self, max_steps: int | None = None, *, step_limit: int | None = UNSET, raise_on_failure: bool | None = None
+    ) -> Run:
         """The async form of `run()`."""
         if max_steps is not None and (not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 0):
             raise ArgumentError(
                 f"run.run(max_steps={max_steps!r}): max_steps is how many stations to run at most, an int >= 0, "
                 "or None to run until End, a failure or a wait"
             )
-        await self._advance(max_steps=max_steps)
+        if step_limit is not UNSET:
+            check_step_limit(step_limit, "run.run")
+        await self._advance(max_steps=max_steps, step_limit=step_limit)
+        self._raise_failure(raise_on_failure)
         return self
 
-    def retry(self) -> StepResult:
+    def retry(self, *, raise_on_failure: bool | None = None) -> StepResult:
         """Attempt the failed or interrupted station again from the same head, as a new attempt."""
-        return run_sync(self.aretry())
+        return run_sync(self.aretry(raise_on_failure=raise_on_failure))
 
-    async def aretry(self) -> StepResult:
+    async def aretry(self, *, raise_on_failure: bool | None = None) -> StepResult:
         if self._status not in ("failed", "interrupted"):
             raise RunStateError(
                 f"run {self.id} is {self._status}, not failed or interrupted; retry() follows a failure or an interrupt"
@@ -310,7 +356,7 @@ class Run(Waits, TimeTravel, SuperSteps):
                         "retry",
                         node_id=self.next_stations[0],
                         checkpoint_seq=self._head,
-                        payload={"after": self._error or {"status": self._status}},
+                        payload={"by": "person", "after": self._error or {"status": self._status}},
                     ),
                     self.lab.store.update_row(self.id, status="running", head_seq=self._head),
                 ],
@@ -318,7 +364,7 @@ class Run(Waits, TimeTravel, SuperSteps):
             )
             self._status = "running"
             self._error = None
-        return await self.astep()
+        return await self.astep(raise_on_failure=raise_on_failure)
 
     def _continue_interrupted(self) -> None:
         """`lab.resume` of a run interrupted in this process: its station may run again."""
@@ -371,6 +417,8 @@ class Run(Waits, TimeTravel, SuperSteps):
     def _check_runnable(self) -> None:
         if self._status in ("done", "cancelled"):
             raise RunStateError(f"run {self.id} is {self._status}; start a new run or fork this one")
+        if self._status == "failed" and (self._error or {}).get("type") in _LIMIT_ERRORS:
+            self._continue_after_limit()
         if self._status == "failed":
             station = (self._error or {}).get("node_id", "?")
             message = (self._error or {}).get("message", "")
@@ -386,10 +434,24 @@ class Run(Waits, TimeTravel, SuperSteps):
         if current.manifest.digest != self._built.manifest.digest:
             raise RevisionMismatchError(self.lab._mismatch_message(self.id, self._built.manifest, current.manifest))
 
-    async def _advance(self, max_steps: int | None) -> None:
+    def _continue_after_limit(self) -> None:
+        """A run stopped by its step limit or timeout goes on from its head when driven again."""
+        self._write(
+            [
+                self._event_row("resumed", checkpoint_seq=self._head, payload={"status_before": "failed", "after": self._error}),
+                self.lab.store.update_row(self.id, status="running", head_seq=self._head),
+            ],
+            sync=True,
+        )
+        self._status = "running"
+        self._error = None
+
+    async def _advance(self, max_steps: int | None, step_limit: int | None = UNSET) -> None:
         if not self._busy.acquire(blocking=False):
             raise RunStateError(f"run {self.id} is already running in another task; wait for it or cancel it")
         try:
+            self._failure = None
+            self._tries = {}  # every call gives the pending station all its tries again (seed 003)
             self._check_runnable()
             self._prepare_continue()  # refuses an unanswered wait, continues a breakpoint, arms an answer
             self._pause_requested = False
@@ -399,39 +461,110 @@ class Run(Waits, TimeTravel, SuperSteps):
             assert task is not None
             self._task = (asyncio.get_running_loop(), task)
             try:
-                await self._provide()
-                remaining = max_steps
-                built = self._built
-                if built.manifest.engine == "superstep":
-                    engine = drive_steps
-                else:
-                    engine = functools.partial(drive, manifest=built.manifest)
-                while True:
-                    stop = await engine(
-                        built.native,
-                        state=self._state,
-                        deps=self._deps,
-                        pending=self._pending,
-                        hooks=self,
-                        max_steps=remaining,
-                        should_pause=lambda: self._pause_requested or self._cancel_requested,
-                    )
-                    if remaining is not None:
-                        remaining -= stop.settled
-                    # A provider grants a capability wait at once (live stasis): go on from it.
-                    if stop.reason != "waiting" or (remaining is not None and remaining <= 0):
-                        break
-                    if self._pause_requested or self._cancel_requested or not await self._provide():
-                        break
+                stop, reached = await self._drive(max_steps, self.limits.step_limit if step_limit is UNSET else step_limit)
             except asyncio.CancelledError:
                 if self._cancel_requested:
+                    if self._status not in ("cancelled", "done"):  # cancelled between stations (a retry's backoff)
+                        self._finish_cancel(node_id=None, attempt=None)
                     return  # the hooks recorded the cancellation; the caller asked for it
                 raise
             finally:
                 self._task = None
+            if reached is not None:
+                self._fail_run(self._step_limit_error(reached))
             self._after_stop(stop)
         finally:
             self._busy.release()
+
+    async def _drive(self, max_steps: int | None, limit: int | None) -> tuple[Stop, int | None]:
+        """Drive the engine until it stops for good; the stop, and the step limit if this call reached it."""
+        await self._provide()
+        remaining, left = max_steps, limit  # stations asked for / steps the limit still allows (None: no bound)
+        built = self._built
+        engine = drive_steps if built.manifest.engine == "superstep" else functools.partial(drive, manifest=built.manifest)
+        while True:
+            stop = await engine(
+                built.native,
+                state=self._state,
+                deps=self._deps,
+                pending=self._pending,
+                hooks=self,
+                max_steps=left if remaining is None else remaining if left is None else min(remaining, left),
+                should_pause=lambda: self._pause_requested or self._cancel_requested,
+                timeouts=getattr(self.graph, "node_timeouts", None),
+            )
+            remaining = None if remaining is None else remaining - stop.settled
+            left = None if left is None else left - stop.settled
+            if stop.reason == "retry":  # a retry policy tries the pending station again
+                if stop.delay:
+                    await asyncio.sleep(stop.delay)
+                if self._pause_requested or self._cancel_requested:
+                    return Stop("paused", stop.settled), None  # the next call gives the station all its tries
+                continue
+            # A provider grants a capability wait at once (live stasis): go on from it.
+            if stop.reason != "waiting" or (remaining is not None and remaining <= 0):
+                break
+            if self._pause_requested or self._cancel_requested or not await self._provide():
+                break
+        reached = (
+            stop.reason == "paused" and left is not None and left <= 0 and (remaining is None or remaining > 0)
+            and not (self._pause_requested or self._cancel_requested)
+        )  # fmt: skip
+        return stop, (limit if reached else None)
+
+    def _step_limit_error(self, limit: int) -> StepLimitError:
+        nxt = ", ".join(self.next_stations) or "-"
+        return StepLimitError(
+            f"run {self.id} took {limit} steps in one call without reaching End (step_limit={limit}); its graph may "
+            f"loop forever. The head stays checkpoint {self._head} (next: {nxt}): look at run.history(), then go on "
+            "with run.run(step_limit=N) for a higher limit (None for none), or set it for the run "
+            "(g.start(..., step_limit=N)) or the graph (lab.graph(..., step_limit=N))",
+            run_id=self.id,
+            limit=limit,
+        )
+
+    def _fail_run(self, error: LabError) -> None:
+        """The run stops at its head for a reason of its own (a limit), not a station's failure."""
+        err = {
+            "node_id": self.next_stations[0] if self.next_stations else None,
+            "attempt": None,
+            "type": f"{type(error).__module__}.{type(error).__qualname__}",
+            "message": str(error),
+            "traceback": "",
+        }
+        self._status = "failed"
+        self._error = err
+        self._failure = error
+        self._write(
+            [
+                self._event_row("failed", node_id=err["node_id"], checkpoint_seq=self._head, payload=err),
+                self.lab.store.update_row(self.id, status="failed", head_seq=self._head, error=err),
+            ],
+            sync=True,
+        )
+        self._unflushed = 0
+        self._last = StepResult(err["node_id"], "failed", None, self.next_stations, error=f"{type(error).__name__}: {error}")
+
+    def _raise_failure(self, raise_on_failure: bool | None) -> None:
+        """Raise the failure this call recorded, if the caller (or the lab) asked failures to raise."""
+        failure = self._failure
+        if failure is None or self._status != "failed":
+            return
+        if not (self.lab.raise_on_failure if raise_on_failure is None else raise_on_failure):
+            return
+        self._failure = None
+        if isinstance(failure, (StepLimitError, RunTimeout)):
+            raise failure
+        err = self._error or {}
+        node_id, attempt = err.get("node_id"), err.get("attempt")
+        raise NodeExecutionError(
+            f"run {self.id}: station {node_id} failed (attempt {attempt}): {type(failure).__name__}: {failure}. "
+            f"The head stays checkpoint {self._head}; run.retry() attempts the station again",
+            run_id=self.id,
+            node_id=node_id,
+            attempt=attempt,
+            original=failure,
+        ) from failure
 
     def _after_stop(self, stop: Stop) -> None:
         if self._cancel_requested and self._status not in ("done", "failed", "cancelled"):
@@ -495,6 +628,9 @@ class Run(Waits, TimeTravel, SuperSteps):
         self._next_cp = seq + 1
         self._head = seq
         self._pending = list(successors)
+        self._resume = None
+        if self._tries:
+            self._tries.clear()
         self._status = status
         if end is not None:
             self._output = end.value
@@ -522,6 +658,7 @@ class Run(Waits, TimeTravel, SuperSteps):
         self._restore_head_state()
         self._status = "failed"
         self._error = err
+        self._failure = error
         self._write(
             [
                 self._event_row("failed", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload=err),

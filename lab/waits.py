@@ -521,8 +521,8 @@ class Waits:
 
 
 def _limits(counters: dict[str, Any]) -> dict[str, Any]:
-    """The recorded budgets of `counters`, to carry into the next counters."""
-    return {"budgets": counters["budgets"]} if counters.get("budgets") else {}
+    """The recorded budgets and step/time limits of `counters`, to carry into the next counters."""
+    return {key: counters[key] for key in ("budgets", "limits") if counters.get(key)}
 
 
 _TASK_OWNER = re.compile(r"-t(\d+)-[0-9a-f]+$")

@@ -11,20 +11,22 @@ can run.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic_graph import EndMarker, Graph, GraphTaskRequest
 
-from ..errors import UndeclaredTransitionError, UnsupportedTopologyError
+from ..errors import NodeTimeout, UndeclaredTransitionError, UnsupportedTopologyError
 from ..gates import StationContext, WaitSignal, station_context
 from ..manifest import END, Manifest
 from .tasks import as_pending, node_id_of, request_input
 
-__all__ = ("EngineHooks", "Stop", "drive", "node_id_of")
+__all__ = ("EngineHooks", "Stop", "drive", "node_id_of", "within")
 
-StopReason = Literal["done", "failed", "paused", "aborted", "waiting"]
+T = TypeVar("T")
+
+StopReason = Literal["done", "failed", "paused", "aborted", "waiting", "retry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,8 @@ class Stop:
 
     reason: StopReason
     settled: int
+    delay: float = 0.0
+    """`retry`: seconds to wait before the pending station is tried again (its policy's backoff)."""
 
 
 class EngineHooks(Protocol):
@@ -48,6 +52,10 @@ class EngineHooks(Protocol):
 
     def failed(self, *, attempt: int, node_id: str, error: BaseException) -> None:
         """The station raised, or returned something the manifest does not permit."""
+        ...
+
+    def retrying(self, *, attempt: int, node_id: str, error: Exception) -> float | None:
+        """The station raised `error`: seconds to wait before trying it again (its retry policy), or None."""
         ...
 
     def aborted(self, *, attempt: int, node_id: str, reason: str = "cancelled in flight") -> None:
@@ -77,8 +85,12 @@ async def drive(
     hooks: EngineHooks,
     max_steps: int | None,
     should_pause: Callable[[], bool],
+    timeouts: Mapping[str, float] | None = None,
 ) -> Stop:
-    """Run stations from `pending` until End, a failure, `max_steps`, or `should_pause()`."""
+    """Run stations from `pending` until End, a failure, `max_steps`, or `should_pause()`.
+
+    `timeouts` gives some stations a time limit per try: past it the try fails with `NodeTimeout`.
+    """
     if len(pending) != 1:
         raise UnsupportedTopologyError(
             f"the serial engine runs one station at a time; this checkpoint has {len(pending)} pending"
@@ -86,41 +98,81 @@ async def drive(
     settled = 0
     node = pending[0]
     node_id = node_id_of(node)
-    async with native.iter(state=state, deps=deps, infer_name=False) as graph_run:
-        # Read the initial boundary before calling next(): next() on a fresh run consumes it.
-        fork_stack = graph_run.next_task[0].fork_stack
-        request: list[GraphTaskRequest] | None = [GraphTaskRequest(node_id, request_input(node), fork_stack)]
-        while True:
-            if max_steps is not None and settled >= max_steps:
-                return Stop("paused", settled)
-            if settled and should_pause():
-                return Stop("paused", settled)
-            context = hooks.before(node_id=node_id, first=request is not None)
-            if context is None:
-                return Stop("waiting", settled)
-            attempt = hooks.entered(node_id=node_id)
-            token = station_context.set(context)  # the node's task copies it when it starts
-            try:
-                result = await graph_run.next(request)
-            except BaseException as exc:
-                stop = _raised(hooks, attempt, node_id, _not_a_node(exc, node_id, manifest), settled)
-                if stop is None:
-                    raise
-                return stop
-            finally:
-                station_context.reset(token)
-            request = None
-            try:
-                nxt_id = _settle(manifest, hooks, attempt, node_id, result)
-            except Exception as exc:
-                hooks.failed(attempt=attempt, node_id=node_id, error=exc)
-                return Stop("failed", settled)
-            if nxt_id is None:
-                return Stop("done", settled + 1)
-            settled += 1
-            if hooks.after(node_id=node_id):
-                return Stop("waiting", settled)
-            node_id = nxt_id
+    try:
+        async with native.iter(state=state, deps=deps, infer_name=False) as graph_run:
+            # Read the initial boundary before calling next(): next() on a fresh run consumes it.
+            fork_stack = graph_run.next_task[0].fork_stack
+            request: list[GraphTaskRequest] | None = [GraphTaskRequest(node_id, request_input(node), fork_stack)]
+            while True:
+                if max_steps is not None and settled >= max_steps:
+                    return Stop("paused", settled)
+                if settled and should_pause():
+                    return Stop("paused", settled)
+                context = hooks.before(node_id=node_id, first=request is not None)
+                if context is None:
+                    return Stop("waiting", settled)
+                attempt = hooks.entered(node_id=node_id)
+                token = station_context.set(context)  # the node's task copies it when it starts
+                seconds = timeouts.get(node_id) if timeouts else None
+                try:
+                    result = await (graph_run.next(request) if seconds is None else within(graph_run.next(request), seconds, node_id))
+                except BaseException as exc:
+                    return _stop_for(hooks, attempt, node_id, _not_a_node(exc, node_id, manifest), settled)
+                finally:
+                    station_context.reset(token)
+                request = None
+                try:
+                    nxt_id = _settle(manifest, hooks, attempt, node_id, result)
+                except Exception as exc:
+                    hooks.failed(attempt=attempt, node_id=node_id, error=exc)
+                    return Stop("failed", settled)
+                if nxt_id is None:
+                    return Stop("done", settled + 1)
+                settled += 1
+                if hooks.after(node_id=node_id):
+                    return Stop("waiting", settled)
+                node_id = nxt_id
+    except _Leave as leave:  # a timed-out station: leaving the iterator cancels it (see _Leave)
+        return leave.stop
+
+
+class _Leave(Exception):
+    """Leaves `native.iter` by raising: its task group then cancels a node still running in it.
+
+    A node runs in pydantic-graph's own task group, not in the task awaiting `GraphRun.next`; a
+    normal exit from the iterator waits for that node to finish, an exception cancels it.
+    """
+
+    def __init__(self, stop: Stop):
+        super().__init__(stop.reason)
+        self.stop = stop
+
+
+async def within(awaitable: Awaitable[T], seconds: float, node_id: str) -> T:
+    """`await awaitable`, failed with `NodeTimeout` after `seconds` (the node's own TimeoutError passes)."""
+    scope = asyncio.timeout(seconds)
+    try:
+        async with scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():
+            raise NodeTimeout(
+                f"station {node_id} ran longer than its timeout of {seconds:g} s and was cancelled; "
+                "raise the timeout (@g.node(timeout=...)), or give it a Retry policy",
+                node_id=node_id,
+                timeout=seconds,
+            ) from None
+        raise
+
+
+def _stop_for(hooks: EngineHooks, attempt: int, node_id: str, exc: BaseException, settled: int) -> Stop:
+    """The stop for a station that raised `exc` (recorded by `_raised`); raises what must reach the caller."""
+    stop = _raised(hooks, attempt, node_id, exc, settled)
+    if stop is None:
+        raise exc
+    if isinstance(exc, NodeTimeout):
+        raise _Leave(stop) from None
+    return stop
 
 
 def _raised(hooks: EngineHooks, attempt: int, node_id: str, exc: BaseException, settled: int) -> Stop | None:
@@ -139,6 +191,10 @@ def _raised(hooks: EngineHooks, attempt: int, node_id: str, exc: BaseException, 
     if signal is not None:
         hooks.parked(attempt=attempt, node_id=node_id, signal=signal)
         return Stop("waiting", settled)
+    if isinstance(exc, Exception):
+        delay = hooks.retrying(attempt=attempt, node_id=node_id, error=exc)
+        if delay is not None:  # tried again from the same boundary: nothing was settled or written for it
+            return Stop("retry", settled, delay)
     hooks.failed(attempt=attempt, node_id=node_id, error=exc)
     return Stop("failed", settled) if isinstance(exc, Exception) else None
 

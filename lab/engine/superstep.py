@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args, get_origin
 
@@ -37,7 +37,7 @@ from pydantic_graph.util import unpack_type_expression
 
 from ..errors import GraphDefinitionError
 from ..gates import StationContext, WaitSignal, station_context
-from .serial import Stop, _wait_signal
+from .serial import Stop, _wait_signal, within
 from .tasks import Fork, ForkStack, JoinAcc, Task
 
 __all__ = ("StepHooks", "StepOutcome", "Settled", "drive_steps", "entry_task", "split_frontier")
@@ -149,6 +149,10 @@ class StepHooks(Protocol):
         """The step was cancelled in flight."""
         ...
 
+    def task_retrying(self, task: Task, attempt: int, error: Exception, failed_tries: int) -> float | None:
+        """A task raised `error`: seconds to wait before trying it again in this step (its policy), or None."""
+        ...
+
     def after_step(self, outcome: StepOutcome) -> bool:
         """True parks the run after this step (a breakpoint after a settled station)."""
         ...
@@ -166,8 +170,12 @@ async def drive_steps(
     hooks: StepHooks,
     max_steps: int | None,
     should_pause: Callable[[], bool],
+    timeouts: Mapping[str, float] | None = None,
 ) -> Stop:
-    """Run super-steps from the frontier `pending` until End, a failure, a wait, `max_steps` or a pause."""
+    """Run super-steps from the frontier `pending` until End, a failure, a wait, `max_steps` or a pause.
+
+    `timeouts` gives some stations a time limit per try: past it the try fails with `NodeTimeout`.
+    """
     frontier = list(pending)
     steps = 0
     while True:
@@ -180,7 +188,7 @@ async def drive_steps(
         if contexts is None:
             return Stop("waiting", steps)
         attempts = hooks.step_entered(tasks)
-        step = _Step(native, state, deps, frontier, attempts)
+        step = _Step(native, state, deps, frontier, attempts, hooks, timeouts or {})
         try:
             await step.execute(contexts)
         except asyncio.CancelledError:
@@ -222,7 +230,18 @@ _Result = tuple[Literal["ok"], list[_Arrival], float] | tuple[Literal["parked", 
 class _Step:
     """One super-step: run the frontier's tasks concurrently, then settle them in frontier order."""
 
-    def __init__(self, native: Graph[Any, Any, Any, Any], state: Any, deps: Any, frontier: list[Any], attempts: dict[int, int]):
+    def __init__(
+        self,
+        native: Graph[Any, Any, Any, Any],
+        state: Any,
+        deps: Any,
+        frontier: list[Any],
+        attempts: dict[int, int],
+        hooks: StepHooks,
+        timeouts: Mapping[str, float],
+    ):
+        self.hooks = hooks
+        self.timeouts = timeouts
         self.native = native
         self.state = state
         self.deps = deps
@@ -276,7 +295,7 @@ class _Step:
     async def _run_one(self, task: Task, aio: dict[int, asyncio.Task[None]]) -> None:
         started = time.perf_counter()
         try:
-            arrivals = await _Router(self.native, self.state, self.deps).run(task)
+            arrivals = await self._tries(task)
         except asyncio.CancelledError:
             if self.end_from is not None or task.task_id in self.cancelled_ids:
                 return  # a sibling reached End, or a reducer cancelled its siblings: as pydantic-graph does
@@ -306,6 +325,24 @@ class _Step:
             for t in aio.values():
                 if t is not me and not t.done():
                     t.cancel()
+
+    async def _tries(self, task: Task) -> list[_Arrival]:
+        """Run one task, tried again inside this step while its retry policy allows (seed 003)."""
+        failed = 0
+        seconds = self.timeouts.get(task.node_id)
+        while True:
+            try:
+                routed = _Router(self.native, self.state, self.deps).run(task)
+                return await (routed if seconds is None else within(routed, seconds, task.node_id))
+            except Exception as exc:
+                if _wait_signal(exc) is not None:
+                    raise
+                failed += 1
+                delay = self.hooks.task_retrying(task, self.attempts.get(task.task_id, 0), exc, failed)
+                if delay is None:
+                    raise
+                if delay:
+                    await asyncio.sleep(delay)
 
     def _reduce_early(self, arrivals: list[_Arrival], aio: dict[int, asyncio.Task[None]]) -> None:
         """Reduce items for joins whose reducer may cancel its siblings as they arrive (completion order).

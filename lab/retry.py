@@ -1,0 +1,206 @@
+"""Retry policies: a station tried again inside the same step (seed 003 "Failures and retries").
+
+`@g.node(retry=Retry(max_attempts=3, backoff=0.5, on=(ValueError,)))` (or per station by name,
+`lab.adopt(graph, name=..., retry={"fetch": Retry(...)})`) lets a flaky station fail and be
+tried again before the run fails. The tries happen inside the same step, on the same state
+(a serial run restores the head's state before each try), are not checkpointed, and do not
+count toward the step limit; each failed try that is followed by another is a `retry` event
+with its error and try number. A step that runs again after a resume or `run.retry()` gives
+each station all its tries again.
+
+Never retried, whatever `on` says: a wait (a gate, `interrupt()`, a capability request: the
+run parks instead), cancellation, Ctrl-C, and the lab's own contract errors (a successor the
+manifest does not permit, a value that cannot be checkpointed, a bound of the run): trying
+again could not change them. A station's own `timeout=` (`NodeTimeout`) is retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import ArgumentError, GraphDefinitionError, LabError, NodeTimeout
+from .gates import StationContext, WaitSignal
+from .limits import check_timeout
+
+if TYPE_CHECKING:
+    from .engine.tasks import Task
+    from .run import Run
+
+__all__ = ("Retry", "Retries", "StationPolicies", "check_policies", "check_timeouts")
+
+
+def _exception_types(on: Any) -> tuple[type[BaseException], ...]:
+    types = on if isinstance(on, tuple) else (on,)
+    if not types or not all(isinstance(t, type) and issubclass(t, BaseException) for t in types):
+        raise ArgumentError(f"Retry(on={on!r}): on is an exception class or a tuple of them, e.g. on=(ValueError, TimeoutError)")
+    return types
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How often, on what, and how far apart a station is tried (LangGraph's `RetryPolicy`).
+
+    The wait before try n+1 is `backoff * factor**(n-1)` seconds, at most `max_backoff`; or
+    `backoff(n)` when `backoff` is a function of the number of failed tries.
+    """
+
+    max_attempts: int = 3
+    """Tries in all, the first included (1: no retry)."""
+    backoff: float | Callable[[int], float] = 0.0
+    """Seconds before the second try (then multiplied by `factor`), or a function of the failed tries."""
+    factor: float = 2.0
+    max_backoff: float = 60.0
+    on: type[BaseException] | tuple[type[BaseException], ...] = field(default=(Exception,))
+    """Exception classes worth another try (default: any `Exception`, but see the module docs)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ArgumentError(f"Retry(max_attempts={self.max_attempts!r}): the number of tries, a whole number of at least 1")
+        if not callable(self.backoff) and (
+            isinstance(self.backoff, bool) or not isinstance(self.backoff, (int, float)) or self.backoff < 0
+        ):
+            raise ArgumentError(f"Retry(backoff={self.backoff!r}): seconds before the next try (>= 0), or a function of the try number")
+        for name in ("factor", "max_backoff"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ArgumentError(f"Retry({name}={value!r}): a number >= 0")
+        object.__setattr__(self, "on", _exception_types(self.on))
+
+    def retries(self, error: BaseException, failed_tries: int) -> bool:
+        """Whether a station that failed `failed_tries` times, the last with `error`, gets another try."""
+        if failed_tries >= self.max_attempts or not isinstance(error, Exception):
+            return False
+        if isinstance(error, WaitSignal) or (isinstance(error, LabError) and not isinstance(error, NodeTimeout)):
+            return False
+        return isinstance(error, self.on)
+
+    def delay(self, failed_tries: int) -> float:
+        """Seconds to wait before the next try, after `failed_tries` failed ones."""
+        if callable(self.backoff):
+            return max(0.0, float(self.backoff(failed_tries)))
+        return min(float(self.backoff) * float(self.factor) ** (failed_tries - 1), float(self.max_backoff))
+
+    def to_json(self) -> dict[str, Any]:
+        """What an event or a view shows of the policy."""
+        return {
+            "max_attempts": self.max_attempts,
+            "backoff": getattr(self.backoff, "__name__", repr(self.backoff)) if callable(self.backoff) else self.backoff,
+            "on": [t.__qualname__ for t in self.on],  # type: ignore[union-attr]
+        }
+
+
+class StationPolicies:
+    """Mixed into graph handles (declared and adopted): retry policies and time limits by station.
+
+    Read by a run each time a station fails or starts, so changing them takes effect at once;
+    they are not part of the graph's revision (the graph's shape and code are).
+    """
+
+    retry_policies: dict[str, Retry]
+    """Retry policies by station (`@g.node(retry=Retry(...))`)."""
+    node_timeouts: dict[str, float]
+    """Seconds each try of a station may run (`@g.node(timeout=...)`) before it fails with `NodeTimeout`."""
+
+    def set_policy(self, node_id: str, *, retry: Retry | None = None, timeout: float | None = None, where: str = "") -> None:
+        """Give station `node_id` a retry policy and a time limit per try (None: none); replaces what it had."""
+        where = where or f"set_policy({node_id!r})"
+        stations = self._policy_stations()
+        if stations is not None and node_id not in stations:
+            raise GraphDefinitionError(f"{where}: the graph has no station {node_id!r}; its stations are {sorted(stations)}")
+        if retry is not None and not isinstance(retry, Retry):
+            raise ArgumentError(f"{where}: retry={retry!r}; pass lab.Retry(max_attempts=..., backoff=..., on=...)")
+        seconds = check_timeout(timeout, where)
+        if retry is None:
+            self.retry_policies.pop(node_id, None)
+        else:
+            self.retry_policies[node_id] = retry
+        if seconds is None:
+            self.node_timeouts.pop(node_id, None)
+        else:
+            self.node_timeouts[node_id] = seconds
+
+    def _policy_stations(self) -> Any:
+        """The stations a policy may name (None: any, while a graph is being declared)."""
+        return None
+
+
+def check_policies(retry: Mapping[str, Any] | None, stations: Any, where: str) -> dict[str, Retry]:
+    """`{station: Retry}` naming real stations, or an error saying which name is wrong."""
+    if retry is None:
+        return {}
+    if not isinstance(retry, Mapping):
+        raise ArgumentError(f"{where}: retry={retry!r}; pass a dict of station name -> Retry(...)")
+    out: dict[str, Retry] = {}
+    for name, policy in retry.items():
+        if name not in stations:
+            raise GraphDefinitionError(f"{where}: retry names station {name!r}, which the graph does not have; its stations are {sorted(stations)}")
+        if not isinstance(policy, Retry):
+            raise ArgumentError(f"{where}: retry[{name!r}]={policy!r}; pass Retry(max_attempts=..., backoff=..., on=...)")
+        out[name] = policy
+    return out
+
+
+def check_timeouts(timeouts: Mapping[str, Any] | None, stations: Any, where: str) -> dict[str, float]:
+    """`{station: seconds}` naming real stations, or an error saying which name or value is wrong."""
+    if timeouts is None:
+        return {}
+    if not isinstance(timeouts, Mapping):
+        raise ArgumentError(f"{where}: node_timeouts={timeouts!r}; pass a dict of station name -> seconds")
+    out: dict[str, float] = {}
+    for name, seconds in timeouts.items():
+        if name not in stations:
+            raise GraphDefinitionError(
+                f"{where}: node_timeouts names station {name!r}, which the graph does not have; its stations are {sorted(stations)}"
+            )
+        value = check_timeout(seconds, where, f"node_timeouts[{name!r}]")
+        assert value is not None
+        out[name] = value
+    return out
+
+
+class Retries:
+    """Mixed into `Run`: the engines' `retrying` hooks, which apply the graph's policies."""
+
+    def _policy_for(self: Run, node_id: str) -> Retry | None:  # type: ignore[misc]
+        policies = getattr(self.graph, "retry_policies", None)
+        return policies.get(node_id) if policies else None
+
+    def retrying(self: Run, *, attempt: int, node_id: str, error: Exception) -> float | None:  # type: ignore[misc]
+        """Serial: another try of the pending station from the head, on the head's state; or None."""
+        policy = self._policy_for(node_id)
+        if policy is None:
+            return None
+        tries = self._tries.get(node_id, 0) + 1
+        if not policy.retries(error, tries):
+            return None
+        self._tries[node_id] = tries
+        station, self._station = self._station, None
+        self._restore_head_state()  # "on the same state" (seed 003): what the failed try changed is dropped
+        # the next try gets what this one was given (a verdict, answers, grants), never a breakpoint
+        self._resume = StationContext(node_id, station.verdict, list(station.answers), dict(station.grants)) if station else StationContext(node_id)
+        return self._note_retry(policy, tries, attempt, node_id, error, task=None)
+
+    def task_retrying(self: Run, task: Task, attempt: int, error: Exception, failed_tries: int) -> float | None:  # type: ignore[misc]
+        """Parallel: another try of one task inside its super-step (the step's shared state), or None."""
+        policy = self._policy_for(task.node_id)
+        if policy is None or not policy.retries(error, failed_tries):
+            return None
+        return self._note_retry(policy, failed_tries, attempt, task.node_id, error, task=task.task_id)
+
+    def _note_retry(  # type: ignore[misc]
+        self: Run, policy: Retry, tries: int, attempt: int, node_id: str, error: Exception, task: int | None
+    ) -> float:
+        delay = policy.delay(tries)
+        payload: dict[str, Any] = {
+            "by": "policy",
+            "try": tries,
+            "of": policy.max_attempts,
+            "delay": delay,
+            "error": {"type": f"{type(error).__module__}.{type(error).__qualname__}", "message": str(error)},
+        }
+        if task is not None:
+            payload["task"] = task
+        self._write([self._event_row("retry", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload=payload)], sync=True)
+        return delay

@@ -1,0 +1,107 @@
+"""Small graphs for the run-control tests: a loop that never ends, a flaky node, a failing node."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from pydantic_graph import BaseNode, End, GraphRunContext
+
+from lab import Lab, LabGraph, interrupt
+
+
+@dataclass
+class Laps:
+    count: int = 0
+    until: int = -1
+    """Spin ends once `count` reaches it (-1: never)."""
+    log: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Spin(BaseNode[Laps, None, int]):
+    """Goes round until `state.until` (forever by default): only a step limit (or a person) stops it."""
+
+    async def run(self, ctx: GraphRunContext[Laps, None]) -> Spin | End[int]:
+        ctx.state.count += 1
+        if ctx.state.count == ctx.state.until:
+            return End(ctx.state.count)
+        return Spin()
+
+
+def spinner(lab: Lab, name: str = "spinner", **graph_kwargs: object) -> LabGraph:
+    g = lab.graph(name, state_type=Laps, output_type=int, **graph_kwargs)  # type: ignore[arg-type]
+    g.node(Spin)
+    return g
+
+
+@dataclass
+class Ok(BaseNode[Laps, None, int]):
+    async def run(self, ctx: GraphRunContext[Laps, None]) -> Boom:
+        ctx.state.log.append("ok")
+        return Boom()
+
+
+@dataclass
+class Boom(BaseNode[Laps, None, int]):
+    """Raises ValueError (after changing the state, which a failure must not keep)."""
+
+    async def run(self, ctx: GraphRunContext[Laps, None]) -> End[int]:
+        ctx.state.log.append("boom")
+        raise ValueError("the tool said no")
+
+
+def failing(lab: Lab, name: str = "failing") -> LabGraph:
+    g = lab.graph(name, state_type=Laps, output_type=int)
+    g.node(Ok)
+    g.node(Boom)
+    return g
+
+
+@dataclass
+class Script:
+    """The deps of `Flaky`: what each try does, in order (an exception to raise, "sleep", or None: succeed)."""
+
+    plan: list[object]
+    tries: int = 0
+
+
+@dataclass
+class Prep(BaseNode[Laps, Script, int]):
+    async def run(self, ctx: GraphRunContext[Laps, Script]) -> Flaky:
+        ctx.state.log.append("prep")
+        return Flaky()
+
+
+@dataclass
+class Flaky(BaseNode[Laps, Script, int]):
+    """Changes the state, then does what its script says for this try."""
+
+    async def run(self, ctx: GraphRunContext[Laps, Script]) -> End[int]:
+        script = ctx.deps
+        what = script.plan[script.tries] if script.tries < len(script.plan) else None
+        script.tries += 1
+        ctx.state.count += 1
+        ctx.state.log.append(f"try {script.tries}")
+        if isinstance(what, BaseException):
+            raise what
+        if what == "sleep":
+            await asyncio.sleep(60)
+        return End(ctx.state.count)
+
+
+def flaky(lab: Lab, name: str = "flaky", **policy: object) -> LabGraph:
+    g = lab.graph(name, state_type=Laps, deps_type=Script, output_type=int)
+    g.node(Prep)
+    g.node(**policy)(Flaky) if policy else g.node(Flaky)  # type: ignore[call-overload]
+    return g
+
+
+@dataclass
+class Asker(BaseNode[Laps, None, int]):
+    """Asks a person (`interrupt()`) before it ends."""
+
+    async def run(self, ctx: GraphRunContext[Laps, None]) -> End[int]:
+        answer = interrupt("go on?")
+        ctx.state.log.append(str(answer))
+        return End(ctx.state.count)
