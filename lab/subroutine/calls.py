@@ -1,9 +1,9 @@
 """Child calls (seed 000): a Subroutine call in this process, a Workflow call in a separate one.
 
 Both start a child invocation with its own node-local and feature state and return only its
-output. A call is durable: its key is the parent's head checkpoint, the calling node and the
-call's number within the visit (and how many rewinds the parent has had, so a new branch calls
-afresh). The parent records a `call` event naming the child run (in-process) or the child's store
+output. A call is durable: its key is the parent's head checkpoint, the next checkpoint number
+the parent will write (so a rewound branch that wrote on calls afresh), the calling node and the
+call's number within the visit. The parent records a `call` event naming the child run (in-process) or the child's store
 (separate process) before the child runs; when the visit is evaluated again (a retry, a resume
 after the parent's process died), the same key finds the same child and continues it instead of
 starting another. Only the visit's returned Success commits the call node's candidate state.
@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import tempfile
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
@@ -117,8 +118,7 @@ async def invoke(context: VisitContext, child: Any, input: Any, *, params: Any, 
         raise RunStateError(
             "context.invoke() is called inside a visit while a lab run steps it (run.step() / run.run())"
         )
-    rewinds = len(run.lab.store.events(run.id, kind="rewind"))
-    key = f"{run.head}.{context.node}.{index}" + (f".r{rewinds}" if rewinds else "")
+    key = f"{run.head}.{run._next_cp}.{context.node}.{index}"
     if isinstance(child, Workflow):
         return await _call_workflow(run, context.node, child, input, params, key)
     graph = child.child if isinstance(child, Subroutine) else child
@@ -133,14 +133,29 @@ async def invoke(context: VisitContext, child: Any, input: Any, *, params: Any, 
     return await _call_subroutine(run, context.node, graph, input, params, key)
 
 
+_known: weakref.WeakKeyDictionary[Run, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
+"""The `call` events of each run handle, read from the store once per process and kept current
+here (a store read folds the journal: too slow for every call)."""
+
+
+def fresh_run(run: Run) -> None:
+    """A run just started in this process has no `call` events in the store: never read them."""
+    _known[run] = {}
+
+
 def _prior(run: Run, key: str) -> dict[str, Any] | None:
-    calls = [e.payload for e in run.lab.store.events(run.id, kind="call") if e.payload.get("key") == key]  # type: ignore[arg-type]
-    return calls[0] if calls else None
+    known = _known.get(run)
+    if known is None:
+        known = _known[run] = {}
+        for e in run.lab.store.events(run.id, kind="call"):
+            known.setdefault(e.payload.get("key", ""), e.payload)
+    return known.get(key)
 
 
 def _record(run: Run, node: str, payload: dict[str, Any]) -> None:
     """A `call` event on the parent, written through before the child runs (the durable link)."""
     run._write([run._event_row("call", node_id=node, checkpoint_seq=run.head, payload=payload)], sync=True)  # type: ignore[arg-type]
+    _known.setdefault(run, {}).setdefault(payload["key"], payload)
 
 
 async def _call_subroutine(

@@ -228,7 +228,11 @@ class SubroutineGraph(LabGraph):
         entry = self.definition.entry
         assert entry is not None
         state = self.initial_state(params)
-        return super().start(built.nodes[entry](payload=input), state=state, deps=deps, **options)
+        run = super().start(built.nodes[entry](payload=input), state=state, deps=deps, **options)
+        from .calls import fresh_run
+
+        fresh_run(run)
+        return run
 
     # -- reading ------------------------------------------------------------------------------
 
