@@ -169,8 +169,9 @@ class SubroutineGraph(LabGraph):
     def feature_node(self, fn: Any = None, **kwargs: Any) -> Any:
         return self.definition.feature_node(fn, **kwargs)
 
-    def edge(self, src: Any, dst: Any, **kwargs: Any) -> Any:
-        return self.definition.edge(src, dst, **kwargs)
+    def edge(self, src: Any, dst: Any, **kwargs: Any) -> None:
+        """Declare (or replace) the edge `src` -> `dst`: `when=` a condition, `effect=` one or more effects."""
+        self.definition.edge(src, dst, **kwargs)
 
     def remove(self, name: str) -> None:
         self.definition.remove(name)
