@@ -22,7 +22,7 @@ INPUT = "Input"
 OUTPUT = "Output"
 
 COMMIT_NOTE = (
-    "the candidate state was not committed (the run's head stays where it was); files written, requests "
+    "The candidate state was not committed (the run's head stays where it was); files written, requests "
     "sent and other effects outside the run by the visit are not undone"
 )
 

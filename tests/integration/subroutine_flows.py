@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from lab.subroutine import FeatureState, FeatureSuccess, Success, Workflow, define
+from lab.subroutine import FeatureState, FeatureSuccess, Subroutine, Success, Workflow, define
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +80,24 @@ async def call(n: int, state: Calls, context) -> Success:
 
 workflow_parent.edge(workflow_parent.input, call)
 workflow_parent.edge(call, workflow_parent.output)
+
+
+# -- the same parent, calling it in its own process ---------------------------------------------
+
+inprocess_parent = define("inprocess_parent", input=int, output=int, params=Files)
+
+
+@inprocess_parent.node(state=Calls, name="call")
+async def call_here(n: int, state: Calls, context) -> Success:
+    note(context.params.log, f"adapter {os.getpid()}")
+    out = await context.invoke(
+        Subroutine(slow_child), n, params=Files(log=context.params.log, gate=context.params.gate)
+    )
+    return Success(output=out, state=Calls(state.calls + 1, state.outputs + (out,)))
+
+
+inprocess_parent.edge(inprocess_parent.input, "call")
+inprocess_parent.edge("call", inprocess_parent.output)
 
 
 # -- a child with the same node and feature names as its parent ---------------------------------

@@ -1,7 +1,9 @@
 """The parent process of the subroutine kill test.
 
-    python subroutine_worker.py DBPATH start LOG GATE   # writes the run id to LOG.run, runs to End
-    python subroutine_worker.py DBPATH resume RUN_ID    # resumes the run, runs to End
+    python subroutine_worker.py DBPATH PARENT start LOG GATE   # writes the run id to LOG.run, runs to End
+    python subroutine_worker.py DBPATH PARENT resume RUN_ID    # resumes the run, runs to End
+
+PARENT is `workflow_parent` (a Workflow call) or `inprocess_parent` (a Subroutine call).
 
 Both print one JSON line: status, output, the call node's state and the run's `call` events.
 """
@@ -15,13 +17,15 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from lab import Lab  # noqa: E402
-from tests.integration.subroutine_flows import Files, workflow_parent  # noqa: E402
+from tests.integration import subroutine_flows  # noqa: E402
+from tests.integration.subroutine_flows import Files  # noqa: E402
 
 
 def main() -> None:
-    db, mode, *rest = sys.argv[1:]
+    db, parent, mode, *rest = sys.argv[1:]
     lab = Lab(db)
-    sub = lab.subroutine(workflow_parent)
+    lab.subroutine(subroutine_flows.slow_child)
+    sub = lab.subroutine(getattr(subroutine_flows, parent))
     if mode == "start":
         log, gate = rest
         run = sub.start(3, params=Files(log=log, gate=gate))

@@ -455,13 +455,14 @@ def test_workflow_call_needs_a_definition_a_child_process_can_import(lab: Lab) -
 
 
 @pytest.mark.slow
-def test_parent_killed_mid_child_resumes_and_commits_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("parent", ["workflow_parent", "inprocess_parent"])
+def test_parent_killed_mid_child_resumes_and_commits_once(parent: str, tmp_path: Path) -> None:
     """Seed: "The call adapter may be evaluated again around a durable child invocation, but only the returned
-    Success commits its candidate node-local state." — the parent (and its child process) SIGKILLed while the
-    child waits at its second node; a new process resumes the parent, the adapter runs again, the child
-    continues from its own checkpoint, and the call node's state is committed once."""
+    Success commits its candidate node-local state." — the parent (with its child process, for a Workflow
+    call) SIGKILLed while the child waits at its second node; a new process resumes the parent, the adapter
+    runs again, the child continues from its own checkpoint, and the call node's state is committed once."""
     db, log, gate = tmp_path / "lab.duckdb", tmp_path / "log", tmp_path / "gate"
-    worker = [sys.executable, str(REPO / "tests" / "integration" / "subroutine_worker.py"), str(db)]
+    worker = [sys.executable, str(REPO / "tests" / "integration" / "subroutine_worker.py"), str(db), parent]
     proc = subprocess.Popen([*worker, "start", str(log), str(gate)], start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)  # fmt: skip
     deadline = time.monotonic() + 60
@@ -469,7 +470,7 @@ def test_parent_killed_mid_child_resumes_and_commits_once(tmp_path: Path) -> Non
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the child never reached its second node"
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)  # the parent and its child process die together
+    os.killpg(proc.pid, signal.SIGKILL)  # the parent and any child process die together
     proc.communicate()
     run_id = (tmp_path / "log.run").read_text()
     gate.write_text("open")
@@ -485,17 +486,19 @@ def test_parent_killed_mid_child_resumes_and_commits_once(tmp_path: Path) -> Non
     assert lines.count("first") == 1  # ... and the child went on from its checkpoint after `first`
     assert lines.count("second-start") == 2 and lines.count("second-end") == 1
     (call,) = result["calls"]  # one durable child invocation
-    child_lab = Lab(call["store"])
+    child_lab = Lab(call["store"]) if parent == "workflow_parent" else Lab(db)
     try:
         child_lab.subroutine(slow_child)
-        (rec,) = child_lab.runs()
+        (rec,) = child_lab.runs(graph="slow_child")
+        assert parent == "workflow_parent" or rec.run_id == call["child_run"]
         kinds = [e.kind for e in child_lab.events(rec.run_id)]
         assert rec.status == "done" and "interrupted" in kinds and kinds.count("started") == 1
+        assert "interrupted" in [e.kind for e in child_lab.events(run_id)] or parent == "workflow_parent"
     finally:
         child_lab.close()
-    lab = Lab(db)
-    try:
-        lab.subroutine(workflow_parent)
-        assert "interrupted" in [e.kind for e in lab.events(run_id)]
-    finally:
-        lab.close()
+    if parent == "workflow_parent":
+        lab = Lab(db)
+        try:
+            assert "interrupted" in [e.kind for e in lab.events(run_id)]
+        finally:
+            lab.close()
