@@ -173,8 +173,18 @@ class SubroutineGraph(LabGraph):
         """Declare (or replace) the edge `src` -> `dst`: `when=` a condition, `effect=` one or more effects."""
         self.definition.edge(src, dst, **kwargs)
 
-    def remove(self, name: str) -> None:
-        self.definition.remove(name)
+    def remove(self, name: str) -> None:  # type: ignore[override]
+        """Drop a node, a feature (`"feature mode"`) or an edge (`"edge a -> b"`): a deleted or renamed cell."""
+        self.definition.remove(name.removeprefix("edge ").removeprefix("feature "))
+
+    def declarations(self) -> dict[str, Any]:  # type: ignore[override]
+        """What the cells declared, by key: node names (their visit functions), `feature <name>`,
+        `edge <src> -> <dst>` (the kernel extension drops what a re-run cell no longer declares)."""
+        d = self.definition
+        out: dict[str, Any] = {name: decl.fn for name, decl in d.nodes.items()}
+        out.update({f"feature {name}": f for name, f in d.features.items()})
+        out.update({f"edge {s} -> {t}": e for (s, t), e in d.edges.items()})
+        return out
 
     @property
     def features(self) -> dict[str, Any]:

@@ -300,3 +300,38 @@ def test_graph_view_draws_conditions_and_effects_as_edge_labels() -> None:
     svg = sub.svg()  # the real Graphviz `dot` lays the labels out
     assert "if mode ==" in svg and "mode := " in svg
     lab.close()
+
+
+def test_a_renamed_visit_in_a_rerun_cell_drops_the_old_node(capsys: pytest.CaptureFixture[str]) -> None:
+    """A subroutine is built cell by cell like any lab graph (issue 18): with the kernel extension, a cell
+    re-run with a renamed visit drops the node it declared before, and an edge cell re-run replaces its edge."""
+    from tests.unit.test_kernel_ext import get_ipython
+
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "kernel_ext")
+    try:
+        cells = [
+            "from lab import Lab\nfrom lab.subroutine import Success\nlab = Lab(':memory:')\n"
+            "sub = lab.subroutine('cells', input=int, output=int)",
+            "@sub.node\nasync def first(n: int, state, context):\n    return Success(n + 1)\n",
+            "sub.edge(sub.input, 'first')\nsub.edge('first', sub.output)",
+        ]
+        for i, cell in enumerate(cells):
+            assert ip.run_cell(cell, cell_id=f"sub-{i}").success
+        sub = ip.user_ns["sub"]
+        assert list(sub.nodes) == ["first"] and sub.start(1).run().output == 2
+        renamed = cells[1].replace("def first", "def begin")
+        assert ip.run_cell(renamed, cell_id="sub-1").success
+        assert "this cell used to declare first and now declares begin" in capsys.readouterr().err
+        assert list(sub.nodes) == ["begin"]
+        edges = cells[2].replace("'first'", "'begin'")
+        assert ip.run_cell(edges, cell_id="sub-2").success
+        assert sorted(sub.definition.edges) == [("Input", "begin"), ("begin", "Output")]
+        assert sub.start(1).run().output == 2
+    finally:
+        ip.run_line_magic("unload_ext", "kernel_ext")
+        lab = ip.user_ns.pop("lab", None)
+        if lab is not None:
+            lab.close()
+        for name in ("sub", "Success", "Lab"):
+            ip.user_ns.pop(name, None)
