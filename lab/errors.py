@@ -22,6 +22,7 @@ __all__ = (
     "WaitError",
     "WaitOwnerError",
     "WaitReentryError",
+    "WaitAnsweredError",
     "CapabilityBudgetError",
     "StepLimitError",
     "RunTimeout",
@@ -198,3 +199,8 @@ class StoreSchemaError(StoreError):
 
 class StoreQueryError(StoreError, ValueError):
     """A query given to `lab.sql` failed or tried to write."""
+
+
+class WaitAnsweredError(WaitError, StoreError):
+    """On a shared store, another process answered this wait first (or the run moved on): the first
+    verdict won and this answer was not stored. A `StoreError` too: nothing of its write was kept."""

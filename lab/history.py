@@ -25,7 +25,7 @@ from .records import CheckpointRecord, EventRecord, RunRecord
 if TYPE_CHECKING:
     from .graph import BuiltGraph
     from .run import Run
-    from .store import DuckDBStore
+    from .store import Store
 
 __all__ = ("TimeTravel", "Checkpoint", "History")
 
@@ -39,7 +39,7 @@ class History(Sequence[CheckpointRecord]):
 
     _PAGE = 1000
 
-    def __init__(self, store: DuckDBStore, run_id: str, seqs: list[int]):
+    def __init__(self, store: Store, run_id: str, seqs: list[int]):
         self._store = store
         self.run_id = run_id
         self.seqs: tuple[int, ...] = tuple(seqs)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .adopt import AdoptedGraph
     from .subroutine.compile import SubroutineGraph
     from .workflow.compile import WorkflowGraph
-from .store import MEMORY, DuckDBStore, open_store
+from .store import MEMORY, Store, is_postgres_url, open_location, redact
 
 __all__ = ("Lab", "DEFAULT_PATH", "current_lab", "current_run")
 
@@ -40,12 +40,12 @@ DEFAULT_PATH = os.path.join(".graphlab", "lab.duckdb")
 
 _current: Lab | None = None
 
-_graphs_of: dict[DuckDBStore, dict[str, LabGraph]] = {}
+_graphs_of: dict[Store, dict[str, LabGraph]] = {}
 """The graphs declared on each open file store: every `Lab` of one path in a process shares them
 (a `:memory:` store is private to its Lab). Dropped when the store closes."""
 
 
-_settings_of: dict[DuckDBStore, dict[str, Any]] = {}
+_settings_of: dict[Store, dict[str, Any]] = {}
 """Settings every `Lab` of one file store shares (as its graphs): `raise_on_failure`."""
 
 _STATUSES: tuple[str, ...] = get_args(Status)
@@ -92,7 +92,8 @@ class Lab:
     """Declare graphs, start and resume runs, and query everything with SQL.
 
     `Lab()` opens `.graphlab/lab.duckdb` under the working directory; `Lab(":memory:")` keeps
-    everything in memory (tests). Opening a path already open in this process shares its store,
+    everything in memory (tests); `Lab("postgresql://user@host/db")` opens a PostgreSQL store a
+    team shares (docs/scale.md). Opening a path already open in this process shares its store,
     its graphs and its live runs, so a notebook that says `lab = Lab()` twice loses nothing
     (asking for another `fsync` than it was opened with is an error); `lab.close()` releases
     the file for every Lab sharing it.
@@ -111,7 +112,10 @@ class Lab:
         global _current
         if durability not in ("step", "batch"):
             raise ArgumentError(f"Lab(durability={durability!r}): durability is 'step' or 'batch'")
-        self.path = MEMORY if path == MEMORY else os.path.abspath(os.fspath(path or DEFAULT_PATH))
+        if is_postgres_url(path):
+            self.path: str = str(path)  # the shared PostgreSQL store (docs/scale.md)
+        else:
+            self.path = MEMORY if path == MEMORY else os.path.abspath(os.fspath(path or DEFAULT_PATH))
         self.durability: Durability = durability
         self.batch_size = batch_size
         if budgets is not None and not isinstance(budgets, Budgets):
@@ -120,7 +124,7 @@ class Lab:
         """Capability budgets of new runs, unless their graph sets its own (seed 001 default limits)."""
         if raise_on_failure is not None and not isinstance(raise_on_failure, bool):
             raise ArgumentError(f"Lab(raise_on_failure={raise_on_failure!r}): pass True or False")
-        self.store: DuckDBStore = open_store(self.path, fsync=fsync)
+        self.store: Store = open_location(self.path, fsync=fsync)
         self._graphs: dict[str, LabGraph] = {} if self.path == MEMORY else _graphs_of.setdefault(self.store, {})
         self._settings: dict[str, Any] = (
             {} if self.path == MEMORY else _settings_of.setdefault(self.store, {})
@@ -493,6 +497,8 @@ class Lab:
         """
         store = self.store
         for rec in store.list_runs(status="running"):
+            if not store.abandoned(rec.run_id):  # a live process (on a shared store) is stepping it
+                continue
             events = store.events(rec.run_id)
             open_attempts: dict[int, EventRecord] = {}
             for ev in events:
@@ -518,4 +524,4 @@ class Lab:
             )
 
     def __repr__(self) -> str:
-        return f"<Lab {self.path} graphs={list(self._graphs)}>"
+        return f"<Lab {redact(self.path)} graphs={list(self._graphs)}>"

@@ -431,11 +431,38 @@ class Waits:
 
     # -- continuing ------------------------------------------------------------------------
 
+    def refresh(self: Run) -> WaitRecord | None:  # type: ignore[misc]
+        """Re-read this run's wait from the store: an answer given in another process (a shared store).
+
+        A run parked here and approved by a colleague (`Lab("postgresql://...")`, their
+        `run.approve()`) continues with `run.run()`, which refreshes by itself; this says
+        what the store holds now. A run another process moved past the wait is refused.
+        """
+        if self._status not in ("waiting", "queued"):
+            return self.wait
+        rec = self.lab.store.get_run(self.id)
+        if rec.head_seq != self._head or rec.status not in ("waiting", "queued"):
+            raise WaitError(
+                f"run {self.id} moved on in another process (it is {rec.status} at checkpoint {rec.head_seq}; this "
+                f"handle is at {self._head}); step a run in one process: resume it there, or restart this kernel "
+                "and lab.resume(run_id)"
+            )
+        several = [w for w in self.lab.store.waits(self.id) if w.checkpoint_seq == self._head]
+        if several:
+            open_ = [w for w in several if w.resolution is None]
+            self._head_waits = several if len(several) > 1 else []
+            self._wait = open_[0] if open_ else several[-1]
+        self._status = rec.status
+        self._next_ev = max(self._next_ev, self.lab.store.next_seqs(self.id)[1])
+        return self.wait
+
     def _prepare_continue(self: Run) -> None:  # type: ignore[misc]
         """Before stepping: refuse an unanswered wait, continue a breakpoint, arm the answer."""
         self._resume = None
         self._resume_tasks = {}
         wait = self._wait if self._wait is not None and self._wait.checkpoint_seq == self._head else None
+        if self._status == "waiting" and wait is not None and wait.resolution is None and wait.kind != "breakpoint":
+            wait = self.refresh()  # answered in another process sharing the store?
         if self._status == "waiting":
             if wait is None:  # a waiting checkpoint without its wait: re-enter the station
                 return

@@ -5,10 +5,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # System packages: Graphviz `dot` draws graphs; Debian's Chromium runs the real-browser tests
-# (Playwright drives /usr/bin/chromium; no browser is ever downloaded).
+# (Playwright drives /usr/bin/chromium; no browser is ever downloaded); Debian's PostgreSQL gives
+# the store tests a throwaway server (initdb/pg_ctl under /usr/lib/postgresql/*/bin).
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v initdb >/dev/null 2>&1 || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing ${missing[*]} with apt-get" >&2
@@ -16,7 +18,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
         apt-get update -qq >/dev/null
         apt-get install -y -qq -o Dpkg::Use-Pty=0 "${missing[@]}" >/dev/null
     else
-        echo "setup: warning: ${missing[*]} missing and this is not root; install them (graphs need dot, browser tests need chromium)" >&2
+        echo "setup: warning: ${missing[*]} missing and this is not root; install them (graphs need dot, browser tests need chromium, store tests need postgresql)" >&2
     fi
 fi
 

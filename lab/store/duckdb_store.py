@@ -16,11 +16,9 @@ import re
 import shutil
 import tempfile
 import threading
-import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
@@ -36,6 +34,7 @@ from ..errors import (
 )
 from ..manifest import Manifest
 from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord, utcnow
+from .base import Store
 from .jobs import JobTables
 from .journal import Journal, scan, stamp
 from .schema import CHECKPOINT_CONFLICTS, FOLD_STATEMENTS, JOURNAL_SELECT, MIGRATIONS, SCHEMA_VERSION, TABLES
@@ -184,13 +183,6 @@ def _release(journal: Journal, con: duckdb.DuckDBPyConnection, tmpdir: str | Non
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-def _ts(value: datetime) -> float:
-    """Unix seconds: how the journal carries times (the tables hold UTC TIMESTAMPs)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.timestamp()
-
-
 def _loads(value: Any) -> Any:
     return None if value is None else json.loads(value)
 
@@ -216,7 +208,7 @@ def _not_writable(path: str, detail: str, read_only: bool = False, target: str |
     )
 
 
-class DuckDBStore(JobTables):
+class DuckDBStore(JobTables, Store):
     """Graph Lab's store on one DuckDB database (a file, or `:memory:` for tests)."""
 
     def __init__(self, path: str, *, fsync: bool = False, fold_every: int = 20000, read_only: bool = False):
@@ -558,94 +550,7 @@ class DuckDBStore(JobTables):
             ).fetchone()
         return Manifest.from_json(json.loads(row[0])) if row else None
 
-    # -- row builders (the journal's wire format) ----------------------------------------
-
-    @staticmethod
-    def run_row(run: RunRecord) -> dict[str, Any]:
-        return {
-            "t": "run",
-            "run_id": run.run_id,
-            "graph_key": run.graph_key,
-            "revision": run.revision,
-            "digest": run.digest,
-            "status": run.status,
-            "head_seq": run.head_seq,
-            "durability": run.durability,
-            "output": run.output,
-            "error": run.error,
-            "created_at": _ts(run.created_at),
-            "updated_at": _ts(run.updated_at),
-            "parent_run_id": run.parent_run_id,
-            "parent_seq": run.parent_seq,
-            "breakpoints": run.breakpoints,
-        }
-
-    @staticmethod
-    def checkpoint_row(cp: CheckpointRecord) -> dict[str, Any]:
-        return {
-            "t": "cp",
-            "run_id": cp.run_id,
-            "seq": cp.seq,
-            "parent_seq": cp.parent_seq,
-            "status": cp.status,
-            "state": cp.state,
-            "next": [p.to_json() for p in cp.next],
-            "output": cp.output,
-            "created_at": _ts(cp.created_at),
-            "counters": cp.counters,
-        }
-
-    @staticmethod
-    def event_row(ev: EventRecord) -> dict[str, Any]:
-        return {
-            "t": "ev",
-            "run_id": ev.run_id,
-            "seq": ev.seq,
-            "kind": ev.kind,
-            "node_id": ev.node_id,
-            "attempt": ev.attempt,
-            "checkpoint_seq": ev.checkpoint_seq,
-            "payload": ev.payload,
-            "created_at": _ts(ev.created_at),
-        }
-
-    @staticmethod
-    def update_row(
-        run_id: str, *, status: str, head_seq: int | None, output: Any = None, error: Any = None
-    ) -> dict[str, Any]:
-        return {
-            "t": "upd",
-            "run_id": run_id,
-            "status": status,
-            "head_seq": head_seq,
-            "output": output,
-            "error": error,
-            "updated_at": time.time(),
-        }
-
-    @staticmethod
-    def wait_row(wait: WaitRecord) -> dict[str, Any]:
-        return {
-            "t": "wait",
-            "owner": wait.owner,
-            "run_id": wait.run_id,
-            "kind": wait.kind,
-            "node_id": wait.node_id,
-            "checkpoint_seq": wait.checkpoint_seq,
-            "prompt": wait.prompt,
-            "details": wait.details,
-            "prior": wait.prior,
-            "created_at": _ts(wait.created_at),
-        }
-
-    @staticmethod
-    def resolution_row(owner: str, resolution: dict[str, Any], at: datetime) -> dict[str, Any]:
-        """A wait's verdict, answer or grant; the first one for an owner wins on fold."""
-        return {"t": "vd", "owner": owner, "resolution": resolution, "resolved_at": _ts(at)}
-
-    @staticmethod
-    def breakpoints_row(run_id: str, breakpoints: dict[str, list[str]]) -> dict[str, Any]:
-        return {"t": "bp", "run_id": run_id, "breakpoints": breakpoints}
+    # rows: the journal's wire format is the interface's (`Store.run_row`, `checkpoint_row`, ...)
 
     # -- reading -------------------------------------------------------------------------
 

@@ -1,0 +1,247 @@
+"""The PostgreSQL store's tables and migrations: the same tables and columns as DuckDB's
+(`schema.py`, documented in docs/store.md), JSON as `jsonb`, times as UTC `timestamp`.
+
+`MIGRATIONS[v]` takes a store from schema v to v + 1, in step with DuckDB's: the schema
+version means the same tables on both backends (a test checks the lists are as long).
+
+A boundary is applied by one server-side function, `graphlab_write(rows jsonb)`, so a write
+is one round trip and one transaction whatever it holds. It applies the rows as DuckDB's fold
+does, in the same order, with what a shared server needs besides:
+
+- it first takes a transaction lock on every run the rows touch, so two writers of one run
+  queue instead of interleaving;
+- event `seq`s are numbered from the run's stored events (gap-free however many processes
+  write observations of one run); the row's own `seq` is the writer's guess;
+- a verdict (`vd`) must find its wait unanswered and its run waiting at the wait's checkpoint;
+  otherwise the whole write is refused with SQLSTATE `GLANS` (the first verdict won);
+- a different checkpoint under a taken `(run_id, seq)` is refused with SQLSTATE `GLCPX`;
+  the same checkpoint again changes nothing.
+"""
+
+from __future__ import annotations
+
+RUN_LOCK = 1196379212
+"""Advisory lock class of a run's writers (transaction-scoped, in `graphlab_write`)."""
+LIVE_LOCK = 1196379213
+"""Advisory lock class of a run's live holders (session-scoped, shared): see `PostgresStore.abandoned`."""
+MIGRATE_LOCK = 1196379214
+"""Advisory lock held while a store's schema is checked and migrated (one process at a time)."""
+GRAPH_LOCK = 1196379215
+"""Advisory lock class of a graph key while its revision is registered."""
+
+_ROWS = """jsonb_array_elements(rows) WITH ORDINALITY AS e(j, ord), jsonb_to_record(e.j) AS x(
+    t text, run_id text, seq bigint, parent_seq bigint, status text, state jsonb, next jsonb, output jsonb,
+    created_at double precision, kind text, node_id text, attempt bigint, checkpoint_seq bigint, payload jsonb,
+    graph_key text, revision integer, digest text, head_seq bigint, durability text, error jsonb,
+    updated_at double precision, parent_run_id text, breakpoints jsonb, counters jsonb, owner text, prompt text,
+    details jsonb, prior jsonb, resolved_at double precision, resolution jsonb)"""
+
+
+def _ts(col: str) -> str:
+    return f"(to_timestamp({col}) AT TIME ZONE 'UTC')"
+
+
+WRITE_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION graphlab_write(rows jsonb) RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+    c record;
+    w record;
+BEGIN
+    PERFORM pg_advisory_xact_lock({RUN_LOCK}, hashtext(ids.r)) FROM (
+        SELECT DISTINCT r FROM (
+            SELECT e->>'run_id' AS r FROM jsonb_array_elements(rows) e WHERE e->>'run_id' IS NOT NULL
+            UNION SELECT wt.run_id FROM waits wt JOIN jsonb_array_elements(rows) e
+                ON e->>'t' = 'vd' AND wt.owner = e->>'owner'
+        ) u ORDER BY r
+    ) ids;
+
+    INSERT INTO runs (run_id, graph_key, revision, digest, status, head_seq, durability, output, error,
+                      created_at, updated_at, parent_run_id, parent_seq, breakpoints)
+    SELECT run_id, graph_key, revision, digest, status, head_seq, durability, output, error,
+           {_ts("created_at")}, {_ts("updated_at")}, parent_run_id, parent_seq, breakpoints
+    FROM {_ROWS} WHERE t = 'run' ORDER BY ord
+    ON CONFLICT (run_id) DO NOTHING;
+
+    SELECT x.run_id, x.seq, to_jsonb(k) - 'created_at' AS stored,
+           jsonb_build_object('parent_seq', x.parent_seq, 'status', x.status, 'state', x.state, 'next', x.next,
+                              'output', x.output, 'counters', x.counters) AS given
+    INTO c
+    FROM {_ROWS} JOIN checkpoints k ON k.run_id = x.run_id AND k.seq = x.seq
+    WHERE x.t = 'cp' AND (k.parent_seq IS DISTINCT FROM x.parent_seq OR k.status IS DISTINCT FROM x.status
+        OR k.state IS DISTINCT FROM x.state OR k.next IS DISTINCT FROM x.next
+        OR k.output IS DISTINCT FROM x.output OR k.counters IS DISTINCT FROM x.counters)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'GLCPX', MESSAGE = c.run_id, DETAIL = c.seq::text,
+            HINT = left(c.stored::text, 300) || ' | ' || left(c.given::text, 300);
+    END IF;
+
+    INSERT INTO checkpoints (run_id, seq, parent_seq, status, state, next, output, created_at, counters)
+    SELECT run_id, seq, parent_seq, status, state, next, output, {_ts("created_at")}, counters
+    FROM {_ROWS} WHERE t = 'cp' ORDER BY ord
+    ON CONFLICT (run_id, seq) DO NOTHING;
+
+    INSERT INTO waits (owner, run_id, kind, node_id, checkpoint_seq, prompt, details, prior, created_at)
+    SELECT owner, run_id, kind, node_id, checkpoint_seq, prompt, details, prior, {_ts("created_at")}
+    FROM {_ROWS} WHERE t = 'wait' ORDER BY ord
+    ON CONFLICT (owner) DO NOTHING;
+
+    FOR c IN SELECT DISTINCT ON (owner) owner, resolution, resolved_at FROM {_ROWS}
+             WHERE t = 'vd' ORDER BY owner, ord LOOP
+        UPDATE waits SET resolution = c.resolution, resolved_at = {_ts("c.resolved_at")}
+        WHERE owner = c.owner AND resolved_at IS NULL
+          AND EXISTS (SELECT 1 FROM runs r WHERE r.run_id = waits.run_id AND r.status = 'waiting'
+                      AND r.head_seq = waits.checkpoint_seq);
+        IF NOT FOUND THEN
+            SELECT wt.resolution, wt.run_id, r.status, r.head_seq, wt.checkpoint_seq INTO w
+            FROM waits wt LEFT JOIN runs r ON r.run_id = wt.run_id WHERE wt.owner = c.owner;
+            RAISE EXCEPTION USING ERRCODE = 'GLANS', MESSAGE = c.owner,
+                DETAIL = coalesce(w.resolution::text, ''),
+                HINT = coalesce(w.run_id || ' ' || w.status || ' ' || w.head_seq || ' ' || w.checkpoint_seq, '');
+        END IF;
+    END LOOP;
+
+    UPDATE runs SET breakpoints = b.breakpoints
+    FROM (SELECT DISTINCT ON (run_id) run_id, breakpoints FROM {_ROWS}
+          WHERE t = 'bp' ORDER BY run_id, ord DESC) b
+    WHERE runs.run_id = b.run_id;
+
+    INSERT INTO events (run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at)
+    SELECT x.run_id, coalesce(m.top, -1) + row_number() OVER (PARTITION BY x.run_id ORDER BY e.ord),
+           x.kind, x.node_id, x.attempt, x.checkpoint_seq, x.payload, {_ts("x.created_at")}
+    FROM {_ROWS}
+    LEFT JOIN LATERAL (SELECT max(e.seq) AS top FROM events e WHERE e.run_id = x.run_id) m ON true
+    WHERE x.t = 'ev';
+
+    UPDATE runs SET status = u.status, head_seq = u.head_seq, output = u.output, error = u.error,
+                    updated_at = {_ts("u.ts")}
+    FROM (SELECT DISTINCT ON (run_id) run_id, status,
+                 CASE WHEN t = 'cp' THEN seq ELSE head_seq END AS head_seq, output,
+                 CASE WHEN t = 'cp' THEN NULL ELSE error END AS error,
+                 coalesce(updated_at, created_at) AS ts
+          FROM {_ROWS} WHERE t IN ('upd', 'cp') ORDER BY run_id, ord DESC) u
+    WHERE runs.run_id = u.run_id;
+END
+$fn$
+"""
+
+MIGRATIONS: list[list[str]] = [
+    # version 0 -> 1: the foundation tables
+    [
+        "CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value text NOT NULL)",
+        """
+        CREATE TABLE IF NOT EXISTS graphs (
+            graph_key text NOT NULL,
+            revision integer NOT NULL,
+            digest text NOT NULL,
+            manifest jsonb NOT NULL,
+            created_at timestamp NOT NULL,
+            PRIMARY KEY (graph_key, revision)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS runs (
+            run_id text PRIMARY KEY,
+            graph_key text NOT NULL,
+            revision integer NOT NULL,
+            digest text NOT NULL,
+            status text NOT NULL,
+            head_seq bigint,
+            durability text NOT NULL,
+            output jsonb,
+            error jsonb,
+            created_at timestamp NOT NULL,
+            updated_at timestamp NOT NULL,
+            parent_run_id text,
+            parent_seq bigint
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS checkpoints (
+            run_id text NOT NULL,
+            seq bigint NOT NULL,
+            parent_seq bigint,
+            status text NOT NULL,
+            state jsonb,
+            next jsonb NOT NULL,
+            output jsonb,
+            created_at timestamp NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS events (
+            run_id text NOT NULL,
+            seq bigint NOT NULL,
+            kind text NOT NULL,
+            node_id text,
+            attempt bigint,
+            checkpoint_seq bigint,
+            payload jsonb,
+            created_at timestamp NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        )
+        """,
+        "CREATE INDEX IF NOT EXISTS runs_status ON runs (status)",
+        "CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL",
+    ],
+    # version 1 -> 2: waits and verdicts, per-run breakpoints, checkpointed budget counters
+    [
+        """
+        CREATE TABLE IF NOT EXISTS waits (
+            owner text PRIMARY KEY,
+            run_id text NOT NULL,
+            kind text NOT NULL,
+            node_id text NOT NULL,
+            checkpoint_seq bigint NOT NULL,
+            prompt text,
+            details jsonb,
+            prior jsonb,
+            created_at timestamp NOT NULL,
+            resolved_at timestamp,
+            resolution jsonb
+        )
+        """,
+        "CREATE INDEX IF NOT EXISTS waits_run ON waits (run_id, checkpoint_seq)",
+        "ALTER TABLE runs ADD COLUMN IF NOT EXISTS breakpoints jsonb",
+        "ALTER TABLE checkpoints ADD COLUMN IF NOT EXISTS counters jsonb",
+        WRITE_FUNCTION,
+    ],
+    # version 2 -> 3: delegated agent jobs (lab/agents) and their lifecycle events
+    [
+        """
+        CREATE TABLE IF NOT EXISTS jobs (
+            request_id text PRIMARY KEY,
+            run_id text,
+            node_id text,
+            wait_owner text,
+            checkpoint_seq bigint,
+            runtime text NOT NULL,
+            runner text NOT NULL,
+            request jsonb NOT NULL,
+            digest text NOT NULL,
+            status text NOT NULL,
+            retry_of text,
+            output jsonb,
+            error jsonb,
+            usage jsonb,
+            worker jsonb,
+            created_at timestamp NOT NULL,
+            updated_at timestamp NOT NULL,
+            ended_at timestamp
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS job_events (
+            request_id text NOT NULL,
+            seq bigint NOT NULL,
+            kind text NOT NULL,
+            from_status text,
+            to_status text,
+            payload jsonb,
+            created_at timestamp NOT NULL,
+            PRIMARY KEY (request_id, seq)
+        )
+        """,
+    ],
+]

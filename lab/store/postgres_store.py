@@ -1,0 +1,824 @@
+"""The PostgreSQL store: one shared server for a team, `Lab("postgresql://user@host/db")`.
+
+Same tables and columns as the DuckDB store (docs/store.md), JSON as `jsonb`. Every boundary
+is one transaction and one round trip: the rows travel as one JSON array to the server-side
+function `graphlab_write` (postgres_schema.py), which applies them under a per-run lock.
+Connections come from a `psycopg_pool` pool; psycopg errors are translated here, once, into the
+lab's own errors. Several processes (machines) may open one store at once: each run is stepped
+by the process that holds its handle, a verdict is recorded once (the first wins), and
+`lab.sql` reads in a READ ONLY transaction that is rolled back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from ..errors import (
+    CheckpointError,
+    RunNotFoundError,
+    StoreError,
+    StoreQueryError,
+    StoreSchemaError,
+    WaitAnsweredError,
+)
+from ..manifest import Manifest
+from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord, utcnow
+from .base import Store
+from .journal import UnstorableValueError, _dumps
+from .postgres_schema import GRAPH_LOCK, LIVE_LOCK, MIGRATE_LOCK, MIGRATIONS
+from .schema import SCHEMA_VERSION, TABLES
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+__all__ = ("PostgresStore", "open_postgres", "is_postgres_url", "redact")
+
+log = logging.getLogger(__name__)
+
+_OPEN: dict[str, PostgresStore] = {}
+_OPEN_LOCK = threading.Lock()
+_URL = re.compile(r"^postgres(ql)?://", re.IGNORECASE)
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
+_READ_START = re.compile(r"^\s*(\(\s*)*(SELECT|WITH|EXPLAIN|VALUES|TABLE)\b", re.IGNORECASE)
+_NUL = b"\\u0000"
+_OBSERVATIONS = frozenset({"payload", "error"})
+_INSTALL = "pip install 'graph-lab[postgres]' (psycopg 3 and psycopg-pool)"
+
+
+def is_postgres_url(location: object) -> bool:
+    """True for a `postgresql://` (or `postgres://`) URL: `Lab(url)` opens the PostgreSQL store."""
+    return isinstance(location, str) and bool(_URL.match(location))
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and `store.path`."""
+    return _PASSWORD.sub(r"\1***@", url)
+
+
+def open_postgres(url: str, *, fsync: bool | None = None) -> PostgresStore:
+    """The store at `url`, shared within this process (a notebook re-runs `Lab(url)`)."""
+    with _OPEN_LOCK:
+        store = _OPEN.get(url)
+        if store is not None and not store.closed:
+            if fsync is not None and fsync != store.fsync:
+                raise StoreError(
+                    f"the store {store.path} is already open in this process with fsync={store.fsync}; call "
+                    "lab.close() on the Lab that holds it first, or leave fsync out to share the open store"
+                )
+            return store
+        store = PostgresStore(url, fsync=fsync)
+        _OPEN[url] = store
+        return store
+
+
+def _drivers() -> tuple[Any, Any]:
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise StoreError(f"a PostgreSQL store needs psycopg: {_INSTALL} ({exc})") from None
+    return psycopg, psycopg_pool
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _release(pool: Any, live: list[Any]) -> None:
+    """Close the pool and the liveness connection (on close, collection or exit)."""
+    for con in live:
+        try:
+            con.close()
+        except Exception:  # pragma: no cover - best effort
+            pass
+    try:
+        pool.close()
+    except Exception:  # pragma: no cover - best effort
+        pass
+
+
+class PostgresStore(Store):
+    """Graph Lab's store on a PostgreSQL database (psycopg 3, a connection pool)."""
+
+    def __init__(self, url: str, *, fsync: bool | None = None, pool_size: int = 4):
+        psycopg, psycopg_pool = _drivers()
+        self._pg = psycopg
+        self.url = url
+        self.path = redact(url)
+        self.fsync = fsync
+        self.closed = False
+        self.live_runs: dict[str, Any] = {}
+        self.recovery_done = False
+        self._lock = threading.RLock()
+        self._buffer: list[dict[str, Any]] = []
+        self._claimed: set[str] = set()
+        try:
+            info = psycopg.conninfo.conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            raise StoreError(
+                f"Lab({self.path!r}) is not a PostgreSQL URL psycopg can read ({_first_line(exc)}); write it as "
+                "postgresql://user:password@host:5432/database, or use Lab() for the embedded DuckDB store"
+            ) from None
+        self._where = f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}/{info.get('dbname') or info.get('user') or ''}"
+        options = "-c application_name=graph-lab"
+        if fsync is not None:
+            options += f" -c synchronous_commit={'on' if fsync else 'off'}"
+        kwargs = {"autocommit": True, "options": options, "connect_timeout": 10}
+        live: list[Any] = []
+        try:
+            self._live_con = psycopg.connect(url, **kwargs)  # liveness locks; also proves the server is there
+        except psycopg.Error as exc:
+            raise StoreError(self._unreachable(exc)) from None
+        live.append(self._live_con)
+        self._pool: psycopg_pool.ConnectionPool = psycopg_pool.ConnectionPool(
+            url, min_size=1, max_size=pool_size, kwargs=kwargs, open=False, timeout=30, name="graph-lab"
+        )
+        try:
+            self._pool.open(wait=True, timeout=30)
+            self._migrate()
+        except BaseException as exc:
+            _release(self._pool, live)
+            if isinstance(exc, psycopg.Error | psycopg_pool.PoolTimeout):
+                raise StoreError(self._unreachable(exc)) from None
+            raise
+        self._finalizer = weakref.finalize(self, _release, self._pool, live)
+
+    def _unreachable(self, exc: BaseException) -> str:
+        text = _first_line(exc)
+        if "password" in text.lower() or "authentication" in text.lower():
+            what = "the server refused the user or password"
+            todo = "check the user and password in the URL (or PGPASSWORD / ~/.pgpass)"
+        elif "does not exist" in text.lower():
+            what = "the database or role does not exist"
+            todo = "create it (createdb NAME) or name an existing one in the URL"
+        else:
+            what = "no PostgreSQL server answered"
+            todo = (
+                "start the server (pg_ctl start, or your service manager), check the host and port in the URL, "
+                "or use Lab() for the embedded DuckDB store"
+            )
+        return f"cannot open the PostgreSQL store {self.path} ({self._where}): {what} ({text}); {todo}"
+
+    # -- opening -------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        """Create or upgrade the tables (one process at a time); refuse a newer schema, changing nothing."""
+        with self._pool.connection() as con, con.transaction():
+            con.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATE_LOCK])
+            version = self._version(con)
+            for v in range(version, SCHEMA_VERSION):
+                for stmt in MIGRATIONS[v]:
+                    con.execute(stmt)
+                con.execute(
+                    "INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    [str(v + 1)],
+                )
+            present = {
+                r[0]
+                for r in con.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+                ).fetchall()
+            }
+            missing = sorted(set(TABLES) - present)
+            if missing:
+                raise StoreError(
+                    f"the PostgreSQL store {self.path} (schema {version}) lacks its table(s) {missing}: they were "
+                    "dropped outside Graph Lab; restore them from a backup, or point the lab at another database"
+                )
+
+    def _version(self, con: psycopg.Connection[Any]) -> int:
+        has_meta = con.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]
+        if not has_meta:
+            return 0
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        try:
+            version = int(row[0]) if row else 0
+        except ValueError:
+            raise StoreSchemaError(
+                f"the PostgreSQL store {self.path} says its schema_version is {row[0]!r}, not a number: its meta "
+                "table was edited outside Graph Lab; restore it from a backup, or point the lab at another database"
+            ) from None
+        if version > SCHEMA_VERSION:
+            raise StoreSchemaError(
+                f"the PostgreSQL store {self.path} was written by a newer Graph Lab (schema {version}; this version "
+                f"knows up to {SCHEMA_VERSION}); upgrade graph-lab to open it"
+            )
+        return version
+
+    def close(self) -> None:
+        """Write what is buffered and release the connections, for every Lab in this process sharing it."""
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                self._flush_buffer()
+            finally:
+                self.closed = True
+                self._finalizer()
+                with _OPEN_LOCK:
+                    if _OPEN.get(self.url) is self:
+                        del _OPEN[self.url]
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StoreError(
+                f"the store {self.path} is closed (lab.close() releases it for every Lab in this process); "
+                f"open it again with Lab(url)"
+            )
+
+    @contextmanager
+    def _conn(self, what: str) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; driver errors become a `StoreError` saying what failed."""
+        self._check_open()
+        try:
+            with self._pool.connection() as con:
+                yield con
+        except self._pg.Error as exc:
+            raise StoreError(f"cannot {what} in the PostgreSQL store {self.path}: {_first_line(exc)}") from None
+        except Exception as exc:
+            if type(exc).__module__.startswith("psycopg_pool"):
+                raise StoreError(f"cannot {what}: {self._unreachable(exc)}") from None
+            raise
+
+    def _rows(self, what: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._conn(what) as con:
+            return con.execute(sql, params).fetchall()
+
+    # -- writing -------------------------------------------------------------------------
+
+    def write(self, rows: Sequence[dict[str, Any]], *, sync: bool = True) -> None:
+        """One transaction of rows in one round trip; `sync=False` holds it until the next write."""
+        with self._lock:
+            self._check_open()
+            blob = _encode(rows)  # refuses what jsonb cannot hold before anything is sent
+            if not sync:
+                self._buffer.extend(rows)
+                return
+            if self._buffer:
+                held = [*self._buffer, *rows]
+                try:
+                    self._send(_encode(held), held)  # the held rows ride in this transaction
+                except (StoreError, CheckpointError):
+                    self._flush_buffer()  # the held rows alone, so only this write's failure is raised
+                    self._send(blob, rows)
+                self._buffer.clear()
+                return
+            self._send(blob, rows)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_buffer()
+
+    def _flush_buffer(self) -> None:
+        if self._buffer:
+            rows = list(self._buffer)
+            self._send(_encode(rows), rows)
+            self._buffer.clear()
+
+    def fold(self) -> None:
+        """Nothing to fold: every write is a committed transaction (held rows are flushed)."""
+        self.flush()
+
+    def _send(self, blob: bytes, rows: Sequence[dict[str, Any]]) -> None:
+        self._claim({r["run_id"] for r in rows if r.get("run_id")})
+        pg = self._pg
+        try:
+            with self._pool.connection() as con:
+                con.execute("SELECT graphlab_write(%s::jsonb)", [blob.decode("utf-8")])
+        except pg.Error as exc:
+            raise self._write_error(exc, rows) from None
+        except Exception as exc:
+            if type(exc).__module__.startswith("psycopg_pool"):
+                raise StoreError(f"cannot write: {self._unreachable(exc)}") from None
+            raise
+
+    def _write_error(self, exc: Any, rows: Sequence[dict[str, Any]]) -> StoreError | CheckpointError:
+        diag = getattr(exc, "diag", None)
+        code = getattr(diag, "sqlstate", None)
+        if code == "GLANS":
+            owner, resolution, where = diag.message_primary, diag.message_detail or "", diag.message_hint or ""
+            if resolution:
+                why = f"it was already answered ({resolution}), in another process or session: the first verdict wins"
+            elif where:
+                run_id, status, head, seq = (where.split(" ") + ["", "", "", ""])[:4]
+                why = f"run {run_id} is {status} at checkpoint {head}, no longer waiting at checkpoint {seq}"
+            else:
+                why = "no such wait is stored"
+            return WaitAnsweredError(
+                f"the answer to wait {owner} was not recorded: {why}. Nothing was written; "
+                "lab.resume(run_id) in a fresh process (or run.refresh()) shows the run as it is now"
+            )
+        if code == "GLCPX":
+            return CheckpointError(
+                f"two different checkpoints claim this id: the stored one and the one written now "
+                f"({diag.message_hint}). A checkpoint id is written once: another process stepped this run from the "
+                "same head at the same time; nothing of this write was stored. Step a run in one process only "
+                "(lab.resume(run_id) there)",
+                run_id=diag.message_primary,
+                seq=int(diag.message_detail),
+            )
+        runs = sorted({r["run_id"] for r in rows if r.get("run_id")})
+        return StoreError(
+            f"cannot write {', '.join(runs) or 'to'} the PostgreSQL store {self.path}: {_first_line(exc)}; "
+            "nothing of this boundary was stored (it is one transaction). Check the server, then retry the step"
+        )
+
+    def _claim(self, run_ids: set[str]) -> None:
+        """Hold a shared session lock on each run this process writes: `abandoned` asks for it."""
+        new = run_ids - self._claimed
+        if not new:
+            return
+        try:
+            with self._lock:
+                for run_id in sorted(new):
+                    self._live_con.execute("SELECT pg_advisory_lock_shared(%s, hashtext(%s))", [LIVE_LOCK, run_id])
+                    self._claimed.add(run_id)
+        except self._pg.Error as exc:
+            raise StoreError(f"cannot write to the PostgreSQL store {self.path}: {self._unreachable(exc)}") from None
+
+    def abandoned(self, run_id: str) -> bool:
+        """True when no process holds `run_id` (its session ended, as a killed process's does)."""
+        if run_id in self._claimed:
+            return False
+        with self._conn("check who holds a run") as con:
+            got = con.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", [LIVE_LOCK, run_id]).fetchone()[0]
+            if got:
+                con.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [LIVE_LOCK, run_id])
+        return bool(got)
+
+    def register_graph(self, manifest: Manifest) -> int:
+        with self._conn("register a graph") as con, con.transaction():
+            con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [GRAPH_LOCK, manifest.key])
+            row = con.execute(
+                "SELECT revision FROM graphs WHERE graph_key = %s AND digest = %s", [manifest.key, manifest.digest]
+            ).fetchone()
+            if row:
+                return int(row[0])
+            nxt = con.execute(
+                "SELECT coalesce(max(revision), 0) + 1 FROM graphs WHERE graph_key = %s", [manifest.key]
+            ).fetchone()[0]
+            body = manifest.with_revision(int(nxt)).to_json()
+            con.execute(
+                "INSERT INTO graphs VALUES (%s, %s, %s, %s::jsonb, %s)",
+                [manifest.key, int(nxt), manifest.digest, json.dumps(body), utcnow().replace(tzinfo=None)],
+            )
+            return int(nxt)
+
+    def manifest(self, key: str, revision: int) -> Manifest | None:
+        rows = self._rows("read a graph", "SELECT manifest FROM graphs WHERE graph_key = %s AND revision = %s", [key, revision])
+        return Manifest.from_json(rows[0][0]) if rows else None
+
+    # -- reading -------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord:
+        rows = self._rows("read a run", f"SELECT {_RUN_COLS} FROM runs WHERE run_id = %s", [run_id])
+        if not rows:
+            raise RunNotFoundError(f"no run {run_id!r} in the store {self.path}; lab.runs() lists the runs it holds")
+        return _run_record(rows[0])
+
+    def list_runs(self, *, graph_key: str | None = None, status: str | None = None) -> list[RunRecord]:
+        sql = f"SELECT {_RUN_COLS} FROM runs WHERE true"
+        params: list[Any] = []
+        if graph_key is not None:
+            sql += " AND graph_key = %s"
+            params.append(graph_key)
+        if status is not None:
+            sql += " AND status = %s"
+            params.append(status)
+        return [_run_record(r) for r in self._rows("list runs", sql + " ORDER BY created_at, run_id", params)]
+
+    def family(self, run_id: str) -> list[RunRecord]:
+        rows = self._rows(
+            "read a run's lineage",
+            f"SELECT {_RUN_COLS} FROM runs WHERE run_id = %s OR parent_run_id IS NOT NULL "
+            "OR run_id IN (SELECT parent_run_id FROM runs WHERE parent_run_id IS NOT NULL)",
+            [run_id],
+        )
+        recs = {r[0]: _run_record(r) for r in rows}
+        if run_id not in recs:
+            raise RunNotFoundError(f"no run {run_id!r} in the store {self.path}; lab.runs() lists the runs it holds")
+        chain = [recs[run_id]]
+        while chain[0].parent_run_id is not None and chain[0].parent_run_id in recs and len(chain) <= len(recs):
+            chain.insert(0, recs[chain[0].parent_run_id])
+        children: dict[str, list[RunRecord]] = {}
+        for rec in recs.values():
+            if rec.parent_run_id is not None:
+                children.setdefault(rec.parent_run_id, []).append(rec)
+        out = list(chain)
+        queue = [run_id]
+        while queue:
+            for child in sorted(children.get(queue.pop(0), []), key=lambda r: r.run_id):
+                out.append(child)
+                queue.append(child.run_id)
+        return out
+
+    def next_seqs(self, run_id: str) -> tuple[int, int]:
+        self.flush()
+        rows = self._rows(
+            "read a run's sequence numbers",
+            "SELECT (SELECT coalesce(max(seq), -1) + 1 FROM checkpoints WHERE run_id = %s), "
+            "(SELECT coalesce(max(seq), -1) + 1 FROM events WHERE run_id = %s)",
+            [run_id, run_id],
+        )
+        return int(rows[0][0]), int(rows[0][1])
+
+    def checkpoints(self, run_id: str) -> list[CheckpointRecord]:
+        rows = self._rows("read checkpoints", f"SELECT {_CP_COLS} FROM checkpoints WHERE run_id = %s ORDER BY seq", [run_id])
+        return [_checkpoint_record(r) for r in rows]
+
+    def checkpoint(self, run_id: str, seq: int) -> CheckpointRecord | None:
+        rows = self._rows(
+            "read a checkpoint", f"SELECT {_CP_COLS} FROM checkpoints WHERE run_id = %s AND seq = %s", [run_id, seq]
+        )
+        return _checkpoint_record(rows[0]) if rows else None
+
+    def checkpoints_in(self, run_id: str, seqs: Sequence[int]) -> list[CheckpointRecord]:
+        if not seqs:
+            return []
+        rows = self._rows(
+            "read checkpoints",
+            f"SELECT {_CP_COLS} FROM checkpoints WHERE run_id = %s AND seq = ANY(%s)",
+            [run_id, [int(s) for s in seqs]],
+        )
+        by_seq = {int(r[1]): r for r in rows}
+        return [_checkpoint_record(by_seq[s]) for s in seqs if s in by_seq]
+
+    def seqs(self, run_id: str) -> list[int]:
+        return [int(r[0]) for r in self._rows("read checkpoints", "SELECT seq FROM checkpoints WHERE run_id = %s ORDER BY seq", [run_id])]
+
+    def parents(self, run_id: str) -> dict[int, int | None]:
+        rows = self._rows("read checkpoints", "SELECT seq, parent_seq FROM checkpoints WHERE run_id = %s ORDER BY seq", [run_id])
+        return {int(s): (None if p is None else int(p)) for s, p in rows}
+
+    def branch(self, run_id: str, head: int) -> list[int]:
+        parent = self.parents(run_id)
+        path: list[int] = []
+        seq: int | None = head
+        while seq is not None and seq in parent and len(path) <= len(parent):
+            path.append(seq)
+            seq = parent[seq]
+        path.reverse()
+        return path
+
+    def delete_checkpoints(self, run_id: str, keep: Sequence[int]) -> int:
+        self.flush()
+        with self._conn(f"prune run {run_id}") as con, con.transaction():
+            cur = con.execute(
+                "DELETE FROM checkpoints WHERE run_id = %s AND NOT (seq = ANY(%s))", [run_id, [int(k) for k in keep]]
+            )
+            return int(cur.rowcount)
+
+    def delete_run(self, run_id: str) -> None:
+        self.flush()
+        with self._conn(f"delete run {run_id}") as con, con.transaction():
+            for table in ("checkpoints", "events", "waits", "runs"):
+                con.execute(f"DELETE FROM {table} WHERE run_id = %s", [run_id])
+
+    def events(self, run_id: str, *, kind: str | None = None) -> list[EventRecord]:
+        self.flush()
+        sql = f"SELECT {_EV_COLS} FROM events WHERE run_id = %s"
+        params: list[Any] = [run_id]
+        if kind is not None:
+            sql += " AND kind = %s"
+            params.append(kind)
+        return [_event_record(r) for r in self._rows("read events", sql + " ORDER BY seq", params)]
+
+    def event_tail(self, run_id: str, n: int) -> tuple[int, list[EventRecord]]:
+        self.flush()
+        with self._conn("read events") as con:
+            count = con.execute("SELECT count(*) FROM events WHERE run_id = %s", [run_id]).fetchone()[0]
+            rows = con.execute(
+                f"SELECT {_EV_COLS} FROM events WHERE run_id = %s ORDER BY seq DESC LIMIT %s", [run_id, max(0, n)]
+            ).fetchall()
+        return int(count), [_event_record(r) for r in reversed(rows)]
+
+    def settled_stations(self, run_id: str) -> dict[int, str]:
+        self.flush()
+        rows = self._rows(
+            "read events",
+            "SELECT checkpoint_seq, node_id FROM events WHERE run_id = %s AND kind = 'settled' "
+            "AND checkpoint_seq IS NOT NULL AND node_id IS NOT NULL",
+            [run_id],
+        )
+        return {int(seq): node for seq, node in rows}
+
+    def waits(self, run_id: str) -> list[WaitRecord]:
+        rows = self._rows(
+            "read waits", f"SELECT {_WAIT_COLS} FROM waits WHERE run_id = %s ORDER BY checkpoint_seq, created_at", [run_id]
+        )
+        return [_wait_record(r) for r in rows]
+
+    def wait_at(self, run_id: str, seq: int) -> WaitRecord | None:
+        rows = self._rows(
+            "read waits",
+            f"SELECT {_WAIT_COLS} FROM waits WHERE run_id = %s AND checkpoint_seq = %s ORDER BY created_at DESC LIMIT 1",
+            [run_id, seq],
+        )
+        return _wait_record(rows[0]) if rows else None
+
+    def open_waits(self) -> list[WaitRecord]:
+        rows = self._rows(
+            "read waits",
+            f"SELECT {', '.join('w.' + c.strip() for c in _WAIT_COLS.split(','))} FROM waits w "
+            "JOIN runs r ON r.run_id = w.run_id AND r.head_seq = w.checkpoint_seq "
+            "WHERE w.resolved_at IS NULL AND r.status = 'waiting' ORDER BY w.created_at",
+        )
+        return [_wait_record(r) for r in rows]
+
+    def table_snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every row of every table, for tests that prove a refused action changed nothing."""
+        out = {}
+        with self._conn("read the tables") as con:
+            for table in TABLES:
+                rows = con.execute(f"SELECT * FROM {table}").fetchall()
+                out[table] = sorted(rows, key=lambda r: json.dumps(r, default=str, sort_keys=True))
+        return out
+
+    # -- SQL -----------------------------------------------------------------------------
+
+    def sql(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> duckdb.DuckDBPyRelation:
+        """Run read-only SQL in a READ ONLY transaction that is rolled back; a private DuckDB relation back.
+
+        One statement only (a prepared statement holds one), starting with SELECT, WITH, VALUES,
+        TABLE or EXPLAIN; what would write fails in the read-only transaction and is refused.
+        Parameters are written `?` (as on DuckDB) or `%s`.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise StoreQueryError("lab.sql needs a SELECT statement as a string")
+        if not _READ_START.match(query):
+            word = query.strip().split(None, 1)[0].upper()
+            raise StoreQueryError(
+                f"lab.sql is read-only; {word} statements are refused. "
+                "Change runs through the Run API (rewind, fork, edit_state, prune)"
+            )
+        args = _pg_params(params)
+        text = _pg_query(query) if args is not None else query
+        pg = self._pg
+        self.flush()
+        with self._conn("run lab.sql") as con:
+            try:
+                con.autocommit = False
+                con.read_only = True
+                try:
+                    cur = con.cursor()
+                    cur.execute(text, args, prepare=True)
+                    desc = cur.description or []
+                    rows = cur.fetchall() if desc else []
+                    types = [_duck_type(pg, d.type_code, [r[i] for r in rows]) for i, d in enumerate(desc)]
+                    names = [d.name for d in desc]
+                finally:
+                    con.rollback()
+                    con.read_only = False
+                    con.autocommit = True
+            except pg.errors.ReadOnlySqlTransaction:
+                raise StoreQueryError(
+                    "lab.sql is read-only; this statement writes and is refused (it ran in a READ ONLY transaction). "
+                    "Change runs through the Run API (rewind, fork, edit_state, prune)"
+                ) from None
+            except pg.Error as exc:
+                raise StoreQueryError(f"SQL error: {str(exc).strip()}") from None
+        return _relation(names, types, rows)
+
+
+_RUN_COLS = (
+    "run_id, graph_key, revision, digest, status, head_seq, durability, output, error, "
+    "created_at, updated_at, parent_run_id, parent_seq, breakpoints"
+)
+_CP_COLS = "run_id, seq, parent_seq, status, state, next, output, created_at, counters"
+_WAIT_COLS = (
+    "run_id, owner, kind, node_id, checkpoint_seq, prompt, details, prior, created_at, resolved_at, resolution"
+)
+_EV_COLS = "run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at"
+
+
+def _encode(rows: Sequence[dict[str, Any]]) -> bytes:
+    """The rows as one JSON array; refuses what the store cannot hold (`UnstorableValueError`).
+
+    The journal's encoder refuses a lone surrogate in data and escapes it in observations;
+    jsonb cannot hold a NUL character either (`\\u0000`): refused in data, escaped in observations.
+    """
+    parts = [_dumps(r) for r in rows]
+    for i, part in enumerate(parts):
+        if _NUL in part:
+            parts[i] = _dumps(_without_nul(rows[i]))
+    return b"[" + b",".join(parts) + b"]"
+
+
+def _without_nul(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    for key, value in row.items():
+        if key in _OBSERVATIONS:
+            out[key] = json.loads(json.dumps(value, default=str).replace(_NUL.decode() * 1, "\\\\u0000"))
+            continue
+        where = _nul_at(value, key)
+        if where:
+            what = {"cp": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer"}.get(row.get("t", ""), "row")
+            raise UnstorableValueError(
+                f"cannot store {what} field {where} of run {row.get('run_id')}: it holds a NUL character ('\\x00'), "
+                "which PostgreSQL's jsonb cannot keep; nothing was written. Keep such data as bytes or strip the NULs"
+            )
+    return out
+
+
+def _nul_at(value: Any, path: str) -> str | None:
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(k, str) and "\x00" in k:
+                return f"{path} (a key)"
+            found = _nul_at(v, f"{path}.{k}")
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = _nul_at(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def _pg_params(params: Any) -> list[Any] | None:
+    if params is None or (isinstance(params, list | tuple) and not params):
+        return None
+    if isinstance(params, dict):
+        raise StoreQueryError("lab.sql on PostgreSQL takes positional parameters (a list, written ? in the query)")
+    if not isinstance(params, list | tuple):
+        raise StoreQueryError(f"lab.sql parameters are a list, got {type(params).__name__}")
+    return list(params)
+
+
+def _pg_query(query: str) -> str:
+    """`?` placeholders (outside quotes) as psycopg's `%s`; a literal `%` doubled."""
+    out: list[str] = []
+    quote: str | None = None
+    for ch in query:
+        if quote:
+            out.append("%%" if ch == "%" else ch)
+            if ch == quote:
+                quote = None
+        elif ch in ("'", '"'):
+            quote = ch
+            out.append(ch)
+        elif ch == "?":
+            out.append("%s")
+        elif ch == "%":
+            out.append("%%")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+_SIMPLE_TYPES = {
+    "bool": "BOOLEAN",
+    "int2": "SMALLINT",
+    "int4": "INTEGER",
+    "int8": "BIGINT",
+    "float4": "REAL",
+    "float8": "DOUBLE",
+    "text": "VARCHAR",
+    "varchar": "VARCHAR",
+    "bpchar": "VARCHAR",
+    "name": "VARCHAR",
+    "char": "VARCHAR",
+    "json": "JSON",
+    "jsonb": "JSON",
+    "timestamp": "TIMESTAMP",
+    "timestamptz": "TIMESTAMPTZ",
+    "date": "DATE",
+    "time": "TIME",
+    "interval": "INTERVAL",
+    "uuid": "UUID",
+    "bytea": "BLOB",
+    "_int4": "INTEGER[]",
+    "_int8": "BIGINT[]",
+    "_text": "VARCHAR[]",
+    "_float8": "DOUBLE[]",
+}
+
+
+def _duck_type(pg: Any, oid: int, values: list[Any]) -> str:
+    info = pg.adapters.types.get(oid)
+    name = info.name if info is not None else ""
+    if name == "numeric":  # sum() and avg() of integers: exact when whole, else a double
+        whole = all(v is None or (isinstance(v, Decimal) and v == v.to_integral_value()) for v in values)
+        return "HUGEINT" if whole else "DOUBLE"
+    return _SIMPLE_TYPES.get(name, "VARCHAR")
+
+
+def _relation(names: list[str], types: list[str], rows: list[tuple[Any, ...]]) -> duckdb.DuckDBPyRelation:
+    """The result in a private in-memory DuckDB with file access off: it prints and displays as a table."""
+    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    seen: dict[str, int] = {}
+    cols = []
+    for name, typ in zip(names, types, strict=True):
+        n = seen.get(name, 0)
+        seen[name] = n + 1
+        unique = name if n == 0 else f"{name}_{n}"
+        cols.append(f'"{unique.replace(chr(34), chr(34) * 2)}" {typ}')
+    con.execute(f"CREATE TABLE result ({', '.join(cols) or 'empty INTEGER'})")
+    if rows and cols:
+        conv = [_to_duck(t) for t in types]
+        con.executemany(
+            f"INSERT INTO result VALUES ({', '.join(['?'] * len(cols))})",
+            [[c(v) for c, v in zip(conv, r, strict=True)] for r in rows],
+        )
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con.table("result")
+
+
+def _to_duck(typ: str) -> Any:
+    if typ == "JSON":
+        return lambda v: None if v is None else json.dumps(v)
+    if typ == "VARCHAR":
+        return lambda v: v if v is None or isinstance(v, str) else str(v)
+    if typ == "HUGEINT":
+        return lambda v: None if v is None else int(v)
+    if typ == "DOUBLE":
+        return lambda v: None if v is None else float(v)
+    return lambda v: v
+
+
+def _run_record(r: tuple[Any, ...]) -> RunRecord:
+    return RunRecord(
+        run_id=r[0],
+        graph_key=r[1],
+        revision=int(r[2]),
+        digest=r[3],
+        status=r[4],
+        head_seq=r[5],
+        durability=r[6],
+        output=r[7],
+        error=r[8],
+        created_at=r[9],
+        updated_at=r[10],
+        parent_run_id=r[11],
+        parent_seq=r[12],
+        breakpoints=r[13],
+    )
+
+
+def _checkpoint_record(r: tuple[Any, ...]) -> CheckpointRecord:
+    run_id, seq = r[0], int(r[1])
+    try:
+        stations = tuple(PendingStation.from_json(p) for p in r[5])
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CheckpointError(
+            f"stored JSON is damaged ({exc}); other runs and checkpoints are unaffected: fork the run from "
+            "an earlier checkpoint (lab.fork(run_id, seq)), or restore the database from a backup",
+            run_id=run_id,
+            seq=seq,
+        ) from None
+    return CheckpointRecord(
+        run_id=run_id,
+        seq=seq,
+        parent_seq=r[2],
+        status=r[3],
+        state=r[4],
+        next=stations,
+        output=r[6],
+        created_at=r[7],
+        counters=r[8],
+    )
+
+
+def _event_record(r: tuple[Any, ...]) -> EventRecord:
+    return EventRecord(
+        run_id=r[0],
+        seq=int(r[1]),
+        kind=r[2],
+        node_id=r[3],
+        attempt=r[4],
+        checkpoint_seq=r[5],
+        payload=r[6] if isinstance(r[6], dict) else {},
+        created_at=r[7],
+    )
+
+
+def _wait_record(r: tuple[Any, ...]) -> WaitRecord:
+    return WaitRecord(
+        run_id=r[0],
+        owner=r[1],
+        kind=r[2],
+        node_id=r[3],
+        checkpoint_seq=int(r[4]),
+        prompt=r[5],
+        details=r[6],
+        prior=r[7] or [],
+        created_at=r[8],
+        resolved_at=r[9],
+        resolution=r[10],
+    )
+
