@@ -41,7 +41,7 @@ from .codec import InputCodec, NodeCodec, SnapshotCodec
 from .engine.superstep import entry_task
 from .engine.tasks import TaskInput
 from .errors import GraphDefinitionError, StateContractError
-from .graph import BuiltGraph, Drawable, _is_gate, _qualname, start_run
+from .graph import BuiltGraph, Drawable, _qualname, start_run, station_kind
 from .limits import DEFAULT_STEP_LIMIT, UNSET
 from .manifest import Manifest, Station, check_key, source_fingerprint
 from .records import Durability
@@ -232,7 +232,7 @@ def _build(g: AdoptedGraph) -> BuiltGraph:
             node_classes[nid] = cls
             codec = inputs[nid] = NodeCodec(nid, cls, localns=types.namespace_of(cls))
             fields = tuple(codec.fields)
-            stations.append(Station(nid, "gate" if _is_gate(cls) else "node", cls.__qualname__, fields, source_fingerprint(cls)))
+            stations.append(Station(nid, station_kind(cls), cls.__qualname__, fields, source_fingerprint(cls)))
         elif isinstance(node, Step):
             fn = node.call
             inputs[nid] = InputCodec(nid, types.step_input(nid, fn), what="step")

@@ -66,6 +66,18 @@ class WaitSignal(Exception):
         self.prompt = prompt
         self.details = details
 
+    # Hooks for waits that start work outside the run (a delegated agent job): no-ops here.
+
+    def check(self, run: Any, node_id: str) -> None:
+        """Before anything is written: raise a `LabError` to fail the station instead of parking."""
+
+    def before_park(self, run: Any, wait: Any) -> Any:
+        """Before the park is written, with its wait record: persist what must precede it; the wait's details."""
+        return wait.details
+
+    def after_park(self, run: Any, wait: Any) -> None:
+        """The park is durable: start what the wait waits for."""
+
 
 class ConsentRequired(WaitSignal):
     """A gate station reached without a verdict."""
@@ -115,6 +127,8 @@ class StationContext:
     """Warnings `warn()` recorded; the run writes them as `warning` events when the station settles."""
     run: Any = None
     """The run stepping this station (a subroutine's child calls record themselves on it)."""
+    job: dict[str, Any] | None = None
+    """A delegated station's adopted job outcome: `{"request_id", "status", "output", "error", "by"}`."""
 
 
 station_context: contextvars.ContextVar[StationContext | None] = contextvars.ContextVar(

@@ -340,7 +340,7 @@ def _build(g: LabGraph) -> BuiltGraph:
     stations = tuple(
         Station(
             node_id=node_id,
-            kind="gate" if _is_gate(cls) else "node",
+            kind=station_kind(cls),
             qualname=cls.__qualname__,
             fields=tuple(codec.node(node_id).fields),
             source_hash=source_fingerprint(cls),
@@ -379,6 +379,15 @@ def _is_gate(cls: type) -> bool:
     from .gates import Gate
 
     return inspect.isclass(cls) and issubclass(cls, Gate)
+
+
+def station_kind(cls: type) -> str:
+    """A node class's manifest kind: a gate, a delegated agent station (lab.agents), or a node."""
+    if _is_gate(cls):
+        return "gate"
+    from .agents.node import DelegatedAgentNode
+
+    return "delegated" if inspect.isclass(cls) and issubclass(cls, DelegatedAgentNode) else "node"
 
 
 def _qualname(tp: Any) -> str:

@@ -29,6 +29,7 @@ from .waits import Budgets
 
 if TYPE_CHECKING:
     from .adopt import AdoptedGraph
+    from .agents.board import AgentBoard
     from .subroutine.compile import SubroutineGraph
     from .workflow.compile import WorkflowGraph
 from .store import MEMORY, Store, is_postgres_url, open_location, redact
@@ -135,6 +136,9 @@ class Lab:
         self._providers: dict[str, Callable[[WaitRecord], Any]] = {}
         if not self.store.recovery_done:
             self._recover_interrupted()
+            from .agents.board import recover_jobs
+
+            recover_jobs(self)  # adopt what agent workers finished while no lab watched (docs/agents.md)
             self.store.recovery_done = True
         _current = self
 
@@ -371,6 +375,13 @@ class Lab:
         _adopt_policies(adopted, step_limit, retry, node_timeouts)
         self._graphs[key] = adopted  # type: ignore[assignment]
         return adopted
+
+    @property
+    def agents(self) -> AgentBoard:
+        """Agent runtimes and the jobs of delegated stations: `lab.agents.register("name", agent)` (docs/agents.md)."""
+        from .agents.board import board_for
+
+        return board_for(self)
 
     def waiting(self) -> list[WaitRecord]:
         """Every unanswered wait in the store: the runs that need a person (or a capability)."""

@@ -20,7 +20,7 @@ __all__ = ("END", "Station", "Manifest", "source_fingerprint", "check_key")
 END = "__end__"
 """The manifest's name for the end of a graph (an edge to it means the station may return End)."""
 
-StationKind = Literal["node", "step", "decision", "gate", "map", "broadcast", "join"]
+StationKind = Literal["node", "step", "decision", "gate", "delegated", "map", "broadcast", "join"]
 """`map` and `broadcast` (pydantic-graph's forks) and `join` (qualname: its reducer) route results; they are never tasks."""
 
 _KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")

@@ -687,6 +687,9 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
     # -- helpers -------------------------------------------------------------------------
 
     def _finish_cancel(self, *, node_id: str | None, attempt: int | None) -> None:
+        wait = self.wait
+        if wait is not None and wait.kind == "delegate" and wait.resolution is None:
+            self.lab.agents.contain(wait)  # cancelling the run stops its agent job first (docs/agents.md)
         self._status = "cancelled"
         self._write(
             [

@@ -36,6 +36,7 @@ from .engine.tasks import JoinAcc, node_id_of
 from .errors import (
     CapabilityBudgetError,
     GraphDefinitionError,
+    LabError,
     RevisionMismatchError,
     WaitError,
     WaitOwnerError,
@@ -89,6 +90,7 @@ _ANSWER_HINT: dict[str, str] = {
     "interrupt": "run.resume_with(answer)",
     "breakpoint": "run.run() or run.step() (a breakpoint continues when stepped)",
     "capability": "run.grant(name) (or register a provider with lab.provide(name, fn))",
+    "delegate": "run.job.retry(), run.job.cancel() or run.job.provide(result) (docs/agents.md)",
 }
 
 
@@ -114,6 +116,21 @@ class Waits:
         if self._status in ("waiting", "queued") and self._wait is not None and self._wait.checkpoint_seq == self._head:
             return self._wait
         return None
+
+    @property
+    def job(self: Run) -> Any:  # type: ignore[misc]
+        """The agent job of the delegated station this run waits on (or last delegated to), else None.
+
+        An `lab.agents.AgentJob`: its status, messages and usage, and `retry()`, `cancel()`,
+        `provide(result)` for a LOST job (docs/agents.md).
+        """
+        from .agents.errors import AgentRuntimeError
+
+        try:
+            board = self.lab.agents
+        except AgentRuntimeError:  # a store that keeps no agent jobs
+            return None
+        return board.job_of_run(self)
 
     def waits(self: Run) -> list[WaitRecord]:  # type: ignore[misc]
         """Every wait of this run, answered ones included (the evidence), oldest first."""
@@ -301,6 +318,14 @@ class Waits:
             self._station = self._resume
             self._resume.run = self
             return self._resume
+        held = self.wait if first and self._status == "waiting" else None
+        if held is not None and held.kind == "delegate" and held.resolution is None:
+            # the station's agent job has no adopted outcome (it was LOST while awaited): stay parked,
+            # never submit again on our own (seed 001: LOST never authorizes automatic repetition)
+            from .run import StepResult
+
+            self._last = StepResult(held.node_id, "waiting", self._head, self.next_stations)
+            return None
         if node_id in self._breakpoints["before"]:
             self._park("breakpoint", node_id, prompt=None, details={"when": "before", "station": node_id})
             return None
@@ -330,12 +355,13 @@ class Waits:
                 if isinstance(signal, CapabilityRequired):
                     details = {"capability": signal.capability, "details": details}
                     self._count_capability_request(node_id, signal.capability)
-            except (TypeError, CapabilityBudgetError) as exc:
+                signal.check(self, node_id)
+            except (TypeError, LabError) as exc:
                 self.failed(attempt=attempt, node_id=node_id, error=exc)
                 return
             items.append(
                 {"kind": signal.kind, "node_id": node_id, "prompt": prompt, "details": details, "prior": prior,
-                 "attempt": attempt, "task": task}
+                 "attempt": attempt, "task": task, "signal": signal}
             )
         self._park_all(items)
 
@@ -394,6 +420,9 @@ class Waits:
                     created_at=_now(),
                 )
             )
+        for i, (item, wait) in enumerate(zip(items, waits, strict=True)):
+            if item.get("signal") is not None:  # a delegated job is stored before the park that waits on it
+                waits[i] = replace(wait, details=item["signal"].before_park(self, wait))
         by_task = {item["task"]: w.owner for item, w in zip(items, waits, strict=True) if item["task"] is not None}
         cp = CheckpointRecord(
             run_id=self.id,
@@ -428,6 +457,9 @@ class Waits:
         from .run import StepResult
 
         self._last = StepResult(waits[0].node_id, "waiting", seq, self.next_stations, tasks=tuple(w.node_id for w in waits))
+        for item, wait in zip(items, waits, strict=True):
+            if item.get("signal") is not None:
+                item["signal"].after_park(self, wait)
 
     # -- continuing ------------------------------------------------------------------------
 
@@ -471,6 +503,9 @@ class Waits:
                 wait = self._wait
             elif wait.kind == "capability" and wait.details.get("capability") in self.lab._providers:
                 return  # granted by the provider in `_provide` before the engine starts
+            elif wait.kind == "delegate":
+                self.lab.agents.check_continuable(self, wait)  # refuses a LOST job: a person chooses
+                return  # the job's outcome is awaited and adopted in `_provide`
             else:
                 raise WaitError(
                     f"run {self.id} is waiting on a {wait.kind} at {wait.node_id}"
@@ -483,6 +518,8 @@ class Waits:
         if len(several) > 1:
             self._resume_tasks = {task_of(w.owner): _context_for(w) for w in several}
             return
+        if wait.kind == "delegate" and self._status != "queued" and wait.resolution.get("status") != "SUCCEEDED":
+            return  # run.retry() after the station's job failed: the station delegates afresh (a new request id)
         if wait.kind != "breakpoint":  # a breakpoint after a station continues at its successor
             self._check_reentry(wait)
         self._resume = _context_for(wait)
@@ -503,6 +540,8 @@ class Waits:
             problem = f"its head checkpoint {self._head} would enter {', '.join(ids) or 'nothing'}"
         elif wait.kind == "consent" and (station is None or station.kind != "gate"):
             problem = f"station {wait.node_id} is a {station.kind if station else 'missing'} station, not a gate"
+        elif wait.kind == "delegate" and (station is None or station.kind != "delegated"):
+            problem = f"station {wait.node_id} is a {station.kind if station else 'missing'} station, not a delegated one"
         else:
             retained = _retained_owner(self, wait)
             if retained is not None and retained != wait.owner:
@@ -516,8 +555,11 @@ class Waits:
             )
 
     async def _provide(self: Run) -> bool:  # type: ignore[misc]
-        """Grant a capability wait at the head from a registered provider; True if it did."""
+        """Grant a capability wait at the head from a registered provider, or adopt a delegated
+        station's job outcome (awaiting the job); True if it did."""
         wait = self.wait
+        if wait is not None and wait.kind == "delegate" and wait.resolution is None and self._status == "waiting":
+            return await self.lab.agents.settle(self, wait)
         if wait is None or wait.kind != "capability" or wait.resolution is not None:
             return False
         name = wait.details.get("capability")
@@ -589,6 +631,8 @@ def _context_for(wait: WaitRecord | None) -> StationContext | None:
         ctx.answers = [*wait.prior, res.get("answer")]
     elif wait.kind == "capability":
         ctx.grants = {res.get("granted"): res.get("value")}
+    elif wait.kind == "delegate":
+        ctx.job = dict(res)
     return ctx
 
 
@@ -608,4 +652,6 @@ def _describe(resolution: dict[str, Any] | None) -> str:
         return f"answered {resolution['answer']!r}"
     if "granted" in resolution:
         return f"granted {resolution['granted']!r}"
+    if "request_id" in resolution:
+        return f"agent job {resolution['request_id']} {resolution.get('status')}"
     return "continued"

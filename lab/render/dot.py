@@ -67,6 +67,7 @@ _KIND = {
     },
     "end": {"shape": "doublecircle", "width": "0.5", "margin": "0.02"},
     "gate": {"shape": "hexagon", "style": "filled", "fillcolor": "#fffaf0"},
+    "delegated": {"shape": "component", "style": "filled", "fillcolor": "#eef7f1"},
     "step": {"style": "filled"},
     "decision": {"shape": "diamond", "style": "filled"},
     # forks widen downward (one in, many out), joins narrow (many in, one out); a map's doubled
@@ -82,7 +83,7 @@ _KIND = {
     "join": {"shape": "invtrapezium", "style": "filled", "fillcolor": "#f3f0ff", "width": "1.1"},
     "missing": {"style": "dashed,rounded", "color": "#777777", "fontcolor": "#555555"},
 }
-_KIND_MARK = {"gate": "gate", "missing": "missing", "map": "map", "broadcast": "broadcast", "join": "join"}
+_KIND_MARK = {"gate": "gate", "delegated": "agent", "missing": "missing", "map": "map", "broadcast": "broadcast", "join": "join"}
 _SAFE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

@@ -19,6 +19,7 @@ _SAFE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 _CLASSES = {
     "gate": "fill:#fffaf0,stroke:#333,stroke-width:1.5px",
+    "delegated": "fill:#eef7f1,stroke:#333,stroke-width:1.5px",
     "missing": "fill:#fff,stroke:#777,stroke-dasharray:5 3,color:#555",
     "current": "fill:#dbeafe,stroke:#0072B2,stroke-width:3px",
     "visited": "fill:#e5e7eb",
@@ -60,7 +61,7 @@ def to_mermaid(spec: GraphSpec, overlay: Overlay | None = None) -> str:
         lines += _state(node, mid, mark_line(node, overlay).strip())
         if node.kind in _PSEUDO:
             continue
-        if node.kind in ("gate", "missing"):
+        if node.kind in ("gate", "delegated", "missing"):
             classes.setdefault(node.kind, []).append(mid)
         if overlay is not None:
             for cls in overlay.node_classes(node.id):

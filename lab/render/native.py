@@ -36,8 +36,10 @@ def native_kind(node: Any) -> NodeKind:
     if isinstance(node, Decision):
         return "decision"
     if isinstance(node, NodeStep):
-        from .spec import _is_gate
+        from .spec import _is_delegated, _is_gate
 
+        if _is_delegated(node.node_type):
+            return "delegated"
         return "gate" if _is_gate(node.node_type) else "node"
     if isinstance(node, Step):
         return "missing" if getattr(node.call, "__graphlab_missing__", False) else "step"

@@ -40,7 +40,7 @@ __all__ = (
 START = "__start__"
 """The drawing's start point (not a station): edges from it go to the entry stations."""
 
-NodeKind = Literal["start", "end", "node", "gate", "step", "decision", "map", "broadcast", "join", "missing"]
+NodeKind = Literal["start", "end", "node", "gate", "delegated", "step", "decision", "map", "broadcast", "join", "missing"]
 """What a drawn node is. `map` and `broadcast` are pydantic-graph's two forks (one input spread over
 an iterable's items, or sent down every path), `join` gathers their branches with a reducer."""
 
@@ -49,6 +49,7 @@ FORK_KINDS: frozenset[str] = frozenset({"map", "broadcast"})
 _STATION_KINDS: dict[str, NodeKind] = {
     "node": "node",
     "gate": "gate",
+    "delegated": "delegated",
     "step": "step",
     "decision": "decision",
     "map": "map",
@@ -208,7 +209,7 @@ def read_declarations(graph: LabGraph) -> Declared:
     problems: list[str] = []
     for node_id, cls in nodes.items():
         gate = _is_gate(cls)
-        stations.append((node_id, "gate" if gate else "node"))
+        stations.append((node_id, "gate" if gate else "delegated" if _is_delegated(cls) else "node"))
         method = getattr(cls, "decide" if gate else "run", None)
         for target, label in _targets(method, nodes, missing, problems, node_id):
             edges.append((node_id, target))
@@ -287,6 +288,13 @@ def _is_gate(cls: type) -> bool:
     except ImportError:  # gates not in this build of the lab
         return False
     return inspect.isclass(cls) and issubclass(cls, Gate)
+
+
+def _is_delegated(cls: type) -> bool:
+    """A delegated agent station (lab.agents): drawn with its own shape and an "agent" mark."""
+    from ..agents.node import DelegatedAgentNode
+
+    return inspect.isclass(cls) and issubclass(cls, DelegatedAgentNode)
 
 
 def _targets(

@@ -31,6 +31,9 @@ CSS = """<style>
 .gl-run tr.gl-ev-warning td{background:#fffbeb;color:#92400e}
 .gl-run .gl-wait{background:#fffbeb;border:2px dotted #E69F00;border-radius:4px;padding:6px 8px}
 .gl-run .gl-status{font:13px var(--jp-ui-font-family,sans-serif)}
+.gl-run .gl-agent-msg{border-left:3px solid #d1d5db;padding-left:6px;margin:3px 0}
+.gl-run .gl-agent-response{border-left-color:#60a5fa}.gl-run .gl-agent-call{color:#1d4ed8}
+.gl-run .gl-job-lost{background:#fffbeb;border:2px dotted #b45309;border-radius:4px;padding:6px 8px}
 </style>"""
 
 LONG = 80

@@ -22,9 +22,11 @@ import ipywidgets as widgets
 
 from ..diff import diff_json
 from ..engine.loop import lab_loop
+from ..errors import LabError
 from ..records import CheckpointRecord, EventRecord
 from ..render import END, Overlay, edge_labels, overlay_from_path, spec_from_manifest
 from . import html as H
+from .agent_view import AgentJobView
 from .branches import Branch, branches
 from .frontier_view import StepView, is_parallel, next_summary
 from .graph_view import GraphView
@@ -128,6 +130,8 @@ class RunWidget(widgets.VBox):
         self.consent.add_class("gl-consent")
         self.asking = widgets.VBox([widgets.HTML(), widgets.HBox([self.answer, self.answer_btn])])
         self.asking.add_class("gl-asking")
+        self.agent = AgentJobView(self)
+        """A delegated station's agent job: state, messages, tokens; Retry / Cancel / Provide when LOST."""
 
         self.state_panel = widgets.HTML()
         self.state_panel.add_class("gl-state")
@@ -191,6 +195,7 @@ class RunWidget(widgets.VBox):
             controls,
             self.consent,
             self.asking,
+            self.agent,
             body,
             timeline,
             self.events_panel,
@@ -205,6 +210,16 @@ class RunWidget(widgets.VBox):
                 w._on_event(ev)
 
         run.on_event(observe)
+
+        def job_changed(_request_id: str) -> None:
+            w = ref()
+            if w is not None:
+                w._schedule()
+
+        try:
+            run.lab.agents.on_change(job_changed)
+        except LabError:  # a store that keeps no agent jobs (PostgreSQL, for now): no agent panel
+            pass
         self.refresh()
 
     # -- what is selected ------------------------------------------------------------------
@@ -240,6 +255,11 @@ class RunWidget(widgets.VBox):
             self._event_count += 1
             if ev.kind == "settled" and ev.checkpoint_seq is not None and ev.node_id:
                 self._settled_by[ev.checkpoint_seq] = ev.node_id
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """Redraw within `interval` (a run event, or a change of its agent job)."""
+        with self._lock:
             if self._timer is None:
                 self._timer = threading.Timer(self.interval, self._tick)
                 self._timer.daemon = True
@@ -427,6 +447,7 @@ class RunWidget(widgets.VBox):
             )
         self.message.value = "".join(msgs)
         self._show_wait()
+        self.agent.show(run)
         self._enable()
         self.events_panel.value = H.events_table(self._events, total=self._event_count)
 
@@ -512,6 +533,11 @@ class RunWidget(widgets.VBox):
         if status == "interrupted":
             return f"the process stopped while a station ran; lab.resume({run.id!r}) runs it again"
         wait = getattr(run, "wait", None)
+        if status == "waiting" and wait is not None and wait.kind == "delegate":
+            job = run.job
+            if job is not None and job.status == "LOST":
+                return f"{wait.node_id}'s agent job is LOST: Retry job, Cancel job or Provide result below"
+            return None  # Step / Run await the agent's job, then route its result
         if status == "waiting" and wait is not None and wait.kind != "breakpoint":
             if _choices(wait):
                 return f"{wait.node_id} waits for a choice: pick one below"

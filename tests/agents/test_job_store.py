@@ -23,8 +23,10 @@ def test_insert_is_idempotent_by_request_id_and_transitions_are_rows(tmp_path):
         assert not store.transition_job("job-1", "SUCCEEDED", allowed_from=["RUNNING"], terminal=True, output=1)
         rows = lab.sql("select kind, from_status, to_status from job_events order by seq").fetchall()
         assert rows == [("transition", None, "QUEUED"), ("transition", "QUEUED", "ADMITTED"), ("inert", "ADMITTED", "SUCCEEDED")]
-    with Lab(tmp_path / "lab.duckdb") as lab:  # durable across a reopen
-        assert lab.store.job("job-1").status == "ADMITTED"
+    with Lab(tmp_path / "lab.duckdb") as lab:  # durable across a reopen, where a dead runner's job is LOST
+        job = lab.store.job("job-1")
+        assert job.status == "LOST" and "the process that ran it as a task stopped" in job.error["message"]
+        assert lab.store.job_events("job-1")[-1].payload == {"by": "recovery"}
 
 
 def test_two_racing_terminals_one_wins_the_other_is_inert():

@@ -1,0 +1,628 @@
+"""`lab.agents`: runtimes by exact name, the jobs of delegated stations, and what a person may do with them.
+
+One board per open store. It records every job transition in the store (`jobs`, `job_events`),
+runs jobs in the lab's process (asyncio tasks on the lab loop) or in worker subprocesses it
+watches, adopts the first terminal of each job, and keeps later ones inert. A job whose runner
+died is LOST: it is never submitted again on its own; `retry()` (a new request id), `cancel()`
+or `provide(result)` is a person's choice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..engine.loop import lab_loop, run_sync
+from ..errors import RunStateError
+from ..records import JobRecord, WaitRecord
+from ..store.jobs import JobTables
+from .errors import AgentJobStateError, AgentRequestConflict, AgentRuntimeError
+from .files import JobFiles, alive, process_identity
+from .job import AgentJob
+from .lifecycle import LIVE, TERMINALS, allowed_from, request_digest, request_id_for
+
+if TYPE_CHECKING:
+    from ..lab import Lab
+    from ..run import Run
+    from .runtime import Runtime
+
+__all__ = ("AgentBoard", "board_for", "recover_jobs")
+
+log = logging.getLogger(__name__)
+
+_orphans: list[subprocess.Popen[bytes]] = []
+"""Workers still running when their watch ended (a lab closed under them): kept so they are not reaped noisily."""
+
+POLL = 0.05
+"""Seconds between looks at a worker's folder while its job runs."""
+KILL_WAIT = 10.0
+"""Seconds to wait for a killed worker to be gone (containment) before giving up."""
+
+
+def board_for(lab: Lab) -> AgentBoard:
+    """The board of `lab`'s store (every Lab on one store shares it)."""
+    store = lab.store
+    if not isinstance(store, JobTables):
+        raise AgentRuntimeError(
+            f"the store {type(store).__name__} keeps no agent jobs yet; delegated agent stations need the DuckDB "
+            "store: Lab('path.duckdb') (docs/agents.md)"
+        )
+    board = getattr(store, "agent_board", None)
+    if board is None:
+        board = AgentBoard(lab)
+        store.agent_board = board  # type: ignore[attr-defined]
+    return board
+
+
+def recover_jobs(lab: Lab) -> None:
+    """On open: adopt results that workers wrote while no lab watched, and mark dead runners' jobs LOST."""
+    if not isinstance(lab.store, JobTables) or all(j.terminal for j in lab.store.jobs()):
+        return
+    board_for(lab).recover()
+
+
+class AgentBoard:
+    """Register runtimes, submit requests, read jobs, and act on them (`lab.agents`)."""
+
+    def __init__(self, lab: Lab):
+        self._lab = lab
+        self.store = lab.store
+        self._runtimes: dict[str, Runtime] = {}
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
+        """Jobs this process runs or watches, by request id."""
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._done: dict[str, concurrent.futures.Future[None]] = {}
+        self._cancelling: set[str] = set()
+        self._lock = threading.RLock()
+        self._listeners: list[Callable[[str], None]] = []
+        path = self.store.path
+        self.folder = path + ".jobs" if path != ":memory:" else tempfile.mkdtemp(prefix="graphlab-jobs-")
+        """Where subprocess jobs keep their files (beside the store file)."""
+
+    # -- runtimes ------------------------------------------------------------------------------
+
+    def register(self, name: str, agent: Any = None, *, target: str | None = None, runner: str = "task") -> Runtime:
+        """Name an agent for delegated stations: `lab.agents.register("planner", agent)`.
+
+        `runner="subprocess"` runs each job in a worker process that survives a kernel restart; the
+        worker imports the agent from `target` ("package.module:attribute"). Registering a name again
+        replaces it (a re-run cell).
+        """
+        from .runtime import Runtime
+
+        if not isinstance(name, str) or not name:
+            raise AgentRuntimeError(f"lab.agents.register: a runtime name is a non-empty str, got {name!r}")
+        if runner not in ("task", "subprocess"):
+            raise AgentRuntimeError(f"lab.agents.register({name!r}, runner={runner!r}): runner is 'task' or 'subprocess'")
+        if runner == "subprocess" and not target:
+            raise AgentRuntimeError(
+                f"lab.agents.register({name!r}, runner='subprocess') needs target='package.module:attribute': the "
+                "worker process imports the agent, so it must live in a module, not a notebook cell"
+            )
+        if agent is None and not target:
+            raise AgentRuntimeError(f"lab.agents.register({name!r}) needs the agent (or target='module:attribute')")
+        if agent is not None and not hasattr(agent, "iter"):
+            raise AgentRuntimeError(f"lab.agents.register({name!r}, {agent!r}): expected a pydantic_ai.Agent")
+        rt = Runtime(name=name, agent=agent, target=target, runner=runner)  # type: ignore[arg-type]
+        self._runtimes[name] = rt
+        return rt
+
+    def runtime(self, name: str) -> Runtime:
+        """The runtime registered under exactly `name` (there is no fallback)."""
+        rt = self._runtimes.get(name)
+        if rt is None:
+            known = ", ".join(sorted(self._runtimes)) or "none yet"
+            raise AgentRuntimeError(
+                f"no agent runtime is registered as {name!r} (registered: {known}); register it with "
+                f"lab.agents.register({name!r}, agent) before the station runs"
+            )
+        return rt
+
+    @property
+    def runtimes(self) -> dict[str, Runtime]:
+        return dict(self._runtimes)
+
+    # -- jobs ----------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        request_id: str,
+        runtime: str,
+        request: dict[str, Any],
+        *,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        wait_owner: str | None = None,
+        checkpoint_seq: int | None = None,
+        retry_of: str | None = None,
+        start: bool = True,
+    ) -> AgentJob:
+        """Store a request as a QUEUED job and (with `start`) admit and run it.
+
+        The request id is the idempotency key: the same id with the same request returns the
+        existing job (not run again); with a different request it is refused.
+        """
+        rt = self.runtime(runtime)
+        if not isinstance(request, dict) or not isinstance(request.get("prompt"), str):
+            raise AgentRequestConflict(f"a request is a dict with a 'prompt' str, got {request!r}")
+        digest = request_digest(runtime, request)
+        rec, inserted = self.store.insert_job(
+            JobRecord(
+                request_id=request_id, runtime=runtime, runner=rt.runner, request=request, digest=digest,
+                status="QUEUED", run_id=run_id, node_id=node_id, wait_owner=wait_owner,
+                checkpoint_seq=checkpoint_seq, retry_of=retry_of,
+            )  # fmt: skip
+        )
+        if not inserted and rec.digest != digest:
+            raise AgentRequestConflict(
+                f"request id {request_id!r} already names another request (runtime {rec.runtime!r}, prompt "
+                f"{rec.request.get('prompt', '')[:60]!r}); a request id is an idempotency key: use a new id for a new request"
+            )
+        self._notify(request_id)
+        if inserted and start:
+            self._admit(request_id)
+        return AgentJob(self, request_id)
+
+    def job(self, request_id: str) -> AgentJob:
+        if self.store.job(request_id) is None:
+            raise AgentJobStateError(f"no agent job {request_id!r} in this store; lab.agents.jobs() lists them")
+        return AgentJob(self, request_id)
+
+    def jobs(self, *, run_id: str | None = None, status: str | None = None) -> list[AgentJob]:
+        return [AgentJob(self, r.request_id) for r in self.store.jobs(run_id=run_id, status=status)]
+
+    def on_change(self, callback: Callable[[str], None]) -> None:
+        """Call `callback(request_id)` after anything about a job is recorded (views use it)."""
+        self._listeners.append(callback)
+
+    def _notify(self, request_id: str) -> None:
+        for cb in list(self._listeners):
+            try:
+                cb(request_id)
+            except Exception:
+                log.exception("agent job listener failed on %s", request_id)
+
+    def _record(self, request_id: str, kind: str, payload: dict[str, Any]) -> None:
+        self.store.add_job_events(request_id, [(kind, payload)])
+        self._notify(request_id)
+
+    def _move(self, request_id: str, to: str, **fields: Any) -> bool:
+        applied = self.store.transition_job(request_id, to, allowed_from=allowed_from(to), **fields)
+        self._notify(request_id)
+        return applied
+
+    def deliver(
+        self, request_id: str, status: str, *, output: Any = None, error: dict[str, Any] | None = None,
+        usage: dict[str, Any] | None = None, by: str = "runner",
+    ) -> bool:  # fmt: skip
+        """Record a terminal for a job. The first admitted terminal wins; a later one is kept as an
+        `inert` event and never applied. Returns True if this one won."""
+        if status not in TERMINALS:
+            raise AgentJobStateError(f"{status!r} is not a terminal; a job ends {', '.join(sorted(TERMINALS))}")
+        applied = self.store.transition_job(
+            request_id, status, allowed_from=allowed_from(status), terminal=True,
+            output=output, error=error, usage=usage, payload={"by": by},
+        )  # fmt: skip
+        with self._lock:
+            done = self._done.get(request_id)
+        if done is not None and not done.done():
+            done.set_result(None)
+        self._notify(request_id)
+        return applied
+
+    def _completion(self, request_id: str) -> concurrent.futures.Future[None]:
+        with self._lock:
+            fut = self._done.get(request_id)
+            if fut is None:
+                fut = self._done[request_id] = concurrent.futures.Future()
+            rec = self.store.job(request_id)
+            if rec is not None and rec.terminal and not fut.done():
+                fut.set_result(None)
+            return fut
+
+    # -- the run's side ------------------------------------------------------------------------
+
+    def _queue_for_wait(self, run: Run, wait: WaitRecord, runtime: str, request: dict[str, Any]) -> JobRecord:
+        """Before the park is written: the job, QUEUED, durable (seed 001: persisted before first submit)."""
+        rid = request_id_for(run.id, wait.checkpoint_seq)
+        self.submit(
+            rid, runtime, request, run_id=run.id, node_id=wait.node_id, wait_owner=wait.owner,
+            checkpoint_seq=wait.checkpoint_seq, start=False,
+        )  # fmt: skip
+        rec = self.store.job(rid)
+        assert rec is not None
+        return rec
+
+    def current(self, wait: WaitRecord) -> JobRecord | None:
+        """The job that answers `wait` now: its latest (a retry replaces a LOST one)."""
+        recs = self.store.jobs(wait_owner=wait.owner)
+        return recs[-1] if recs else None
+
+    def job_of_run(self, run: Run) -> AgentJob | None:
+        wait = run.wait
+        rec = self.current(wait) if wait is not None and wait.kind == "delegate" else None
+        if rec is None:
+            recs = self.store.jobs(run_id=run.id)
+            rec = recs[-1] if recs else None
+        return AgentJob(self, rec.request_id) if rec is not None else None
+
+    def check_continuable(self, run: Run, wait: WaitRecord) -> None:
+        rec = self.current(wait)
+        if rec is not None and rec.status == "LOST":
+            raise AgentJobStateError(
+                f"run {run.id} waits at {wait.node_id}, whose agent job {rec.request_id} is LOST: its runner died "
+                "and what the agent did is unknown, so it is never submitted again on its own. Choose: "
+                "run.job.retry() (a new request), run.job.cancel(), or run.job.provide(result)"
+            )
+
+    async def settle(self, run: Run, wait: WaitRecord) -> bool:
+        """Await the wait's job and adopt its terminal into the wait; False if it ended LOST."""
+        rec = self.current(wait)
+        if rec is None:
+            return False
+        rid = rec.request_id
+        if not rec.terminal:
+            if rec.status == "QUEUED":
+                self._admit(rid)  # parked, never submitted (the process stopped in between)
+            elif rid not in self._tasks:
+                self.recover_one(rec)
+            try:
+                await asyncio.wrap_future(self._completion(rid))
+            except asyncio.CancelledError:
+                if run._cancel_requested:  # cancelling the run contains its job first
+                    await _on_lab_loop(self.acancel(rid, note="the run was cancelled"))
+                    run._finish_cancel(node_id=wait.node_id, attempt=None)
+                raise
+            rec = self.store.job(rid)
+            assert rec is not None
+        if rec.status == "LOST":
+            return False
+        run._resolve(wait, _outcome(rec))
+        from ..waits import _context_for
+
+        run._resume = _context_for(run._wait)
+        return True
+
+    def contain(self, wait: WaitRecord) -> None:
+        """The run was cancelled while parked: stop its job (no wait: called from any thread)."""
+        rec = self.current(wait)
+        if rec is None or rec.terminal:
+            return
+        fut = asyncio.run_coroutine_threadsafe(self.acancel(rec.request_id, note="the run was cancelled"), lab_loop())
+        if not _on_loop_thread():
+            fut.result(timeout=KILL_WAIT + 5)
+
+    # -- a person's choices ----------------------------------------------------------------------
+
+    def cancel(self, request_id: str, note: str | None = None) -> AgentJob:
+        """Contain the job's runner, then record CANCELLED (also LOST -> CANCELLED); answer its wait."""
+        rec = run_sync(self.acancel(request_id, note=note))
+        self._answer_wait(rec, "cancel")
+        return AgentJob(self, request_id)
+
+    async def acancel(self, request_id: str, note: str | None = None) -> JobRecord:
+        rec = self.store.job(request_id)
+        if rec is None:
+            raise AgentJobStateError(f"no agent job {request_id!r}; lab.agents.jobs() lists them")
+        if rec.terminal and rec.status != "LOST":
+            raise AgentJobStateError(f"agent job {request_id} already ended {rec.status}; there is nothing to cancel")
+        self._cancelling.add(request_id)
+        try:
+            await self._contain(rec)
+            self.deliver(request_id, "CANCELLED", error={"message": note or "cancelled by a person"}, by="person")
+        finally:
+            self._cancelling.discard(request_id)
+        out = self.store.job(request_id)
+        assert out is not None
+        return out
+
+    async def _contain(self, rec: JobRecord) -> None:
+        """Stop whatever runs the job and wait until it has stopped (seed 001: containment returns first)."""
+        task = self._tasks.get(rec.request_id)
+        if rec.runner == "subprocess":
+            proc = self._procs.get(rec.request_id)
+            identity = _worker_identity(self, rec)
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+            elif identity and alive(identity):
+                try:
+                    os.kill(int(identity["pid"]), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + KILL_WAIT
+            while time.monotonic() < deadline:
+                gone = proc.poll() is not None if proc is not None else not alive(identity)
+                if gone:
+                    break
+                await asyncio.sleep(POLL)
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
+            await asyncio.wait({task}, timeout=KILL_WAIT)
+
+    def retry(self, request_id: str) -> AgentJob:
+        """Submit a LOST job's request again as a new job (a new request id) for the same wait."""
+        rec = self._lost(request_id, "retry")
+        n = len(self.store.jobs(wait_owner=rec.wait_owner)) + 1
+        base = rec.retry_of or rec.request_id
+        base = base.split(".r")[0]
+        job = self.submit(
+            f"{base}.r{n}", rec.runtime, rec.request, run_id=rec.run_id, node_id=rec.node_id,
+            wait_owner=rec.wait_owner, checkpoint_seq=rec.checkpoint_seq, retry_of=rec.request_id,
+        )  # fmt: skip
+        self._record(request_id, "retried", {"by": "person", "new_request_id": job.request_id})
+        return job
+
+    def provide(self, request_id: str, result: Any, note: str | None = None) -> AgentJob:
+        """Answer a LOST job's wait with a result given by hand; the job itself stays LOST (its truth is unknown)."""
+        from pydantic_core import to_jsonable_python
+
+        rec = self._lost(request_id, "provide a result for")
+        output = to_jsonable_python(result)
+        self._record(request_id, "provided", {"by": "person", "output": output, "note": note})
+        self._answer_wait(rec, "provide", output=output)
+        return AgentJob(self, request_id)
+
+    def _lost(self, request_id: str, action: str) -> JobRecord:
+        rec = self.store.job(request_id)
+        if rec is None:
+            raise AgentJobStateError(f"no agent job {request_id!r}; lab.agents.jobs() lists them")
+        if rec.status != "LOST":
+            raise AgentJobStateError(
+                f"agent job {request_id} is {rec.status}, not LOST; you {action} a job only when its runner died "
+                "(a failed job fails its station: run.retry() submits it again)"
+            )
+        wait_open = rec.wait_owner is None or any(
+            w.owner == rec.wait_owner and w.resolution is None for w in self.store.waits(rec.run_id or "")
+        )
+        current = self.store.jobs(wait_owner=rec.wait_owner) if rec.wait_owner else [rec]
+        if not wait_open or current[-1].request_id != request_id:
+            raise AgentJobStateError(
+                f"agent job {request_id} no longer answers its station's wait (it was retried or answered); act on "
+                "the run's current job: run.job"
+            )
+        return rec
+
+    def _answer_wait(self, rec: JobRecord, action: str, output: Any = None) -> None:
+        """Answer the job's wait on the run's handle: the run goes on with this outcome on its next step."""
+        if rec.run_id is None or rec.wait_owner is None:
+            return
+        run = self.store.live_runs.get(rec.run_id)
+        if run is None or run._busy.locked():
+            return  # a run awaiting the job adopts it itself; a run not open here adopts it on lab.resume
+        if action == "provide":
+            outcome = {"request_id": rec.request_id, "status": "SUCCEEDED", "output": output, "error": None, "by": "person"}
+        else:
+            now = self.store.job(rec.request_id)
+            assert now is not None
+            outcome = _outcome(now, by="person")
+        wait = run.wait
+        if run.status != "waiting" or wait is None or wait.owner != rec.wait_owner or wait.resolution is not None:
+            return  # the run that awaited the job adopted it already
+        try:
+            run._answer("delegate", outcome, rec.wait_owner, action)
+        except RunStateError:
+            if action == "provide":
+                raise  # a person's result must reach the run, or they must hear why not
+
+    # -- runners ---------------------------------------------------------------------------------
+
+    def _admit(self, request_id: str) -> None:
+        """QUEUED -> ADMITTED, then start the job where its runtime runs."""
+        rec = self.store.job(request_id)
+        assert rec is not None
+        rt = self.runtime(rec.runtime)
+        files = JobFiles(os.path.join(self.folder, request_id))
+        worker = {"folder": str(files.folder)} if rt.runner == "subprocess" else None
+        if not self._move(request_id, "ADMITTED", worker=worker):
+            return  # someone else admitted it
+        self._completion(request_id)
+        coro = self._run_task(rec, rt) if rt.runner == "task" else self._run_worker(rec, rt, files)
+        self._start(request_id, coro)
+
+    def _start(self, request_id: str, coro: Any) -> None:
+        loop = lab_loop()
+
+        def start() -> None:
+            self._tasks[request_id] = loop.create_task(coro)
+
+        if _on_loop_thread():
+            start()
+        else:
+            ready = threading.Event()
+            loop.call_soon_threadsafe(lambda: (start(), ready.set()))
+            ready.wait()
+
+    async def _run_task(self, rec: JobRecord, rt: Runtime) -> None:
+        from .runtime import run_request
+
+        rid = rec.request_id
+        try:
+            self._move(rid, "PREPARING", worker=process_identity())
+            agent = rt.load()
+            self._move(rid, "RUNNING")
+            coro = run_request(agent, rec.request, lambda kind, payload: self._record(rid, kind, payload))
+            timeout = rec.request.get("timeout")
+            try:
+                output, usage = await (asyncio.wait_for(coro, timeout) if timeout else coro)
+            except TimeoutError:
+                self.deliver(rid, "TIMED_OUT", error={"message": f"the agent ran longer than {timeout} s"})
+                return
+            self.deliver(rid, "SUCCEEDED", output=output, usage=usage)
+        except asyncio.CancelledError:
+            if rid not in self._cancelling:
+                self.deliver(rid, "CANCELLED", error={"message": "the agent task was cancelled"})
+            raise
+        except Exception as exc:
+            self.deliver(rid, "FAILED", error=_error(exc))
+        finally:
+            self._tasks.pop(rid, None)
+
+    async def _run_worker(self, rec: JobRecord, rt: Runtime, files: JobFiles) -> None:
+        rid = rec.request_id
+        files.write_json(files.request, {"request_id": rid, "target": rt.target, "request": rec.request})
+        env = dict(os.environ)
+        paths = [os.getcwd(), *[p for p in sys.path if p and os.path.isdir(p)]]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        log_file = open(files.folder / "worker.log", "wb")  # noqa: SIM115 - the child holds it
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "lab.agents.worker", str(files.folder)],
+                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                start_new_session=True,  # a kernel restart does not stop the worker
+            )  # fmt: skip
+        except OSError as exc:
+            self.deliver(rid, "FAILED", error=_error(exc))
+            return
+        finally:
+            log_file.close()
+        self._procs[rid] = proc
+        try:
+            await self._watch(rec, files, proc)
+            deadline = time.monotonic() + KILL_WAIT
+            while proc.poll() is None and time.monotonic() < deadline:  # it exits once its result is written
+                await asyncio.sleep(POLL)
+        finally:
+            self._tasks.pop(rid, None)
+            self._procs.pop(rid, None)
+            if proc.poll() is None:  # cancelled while it ran: it outlives this watch (never left unreaped)
+                _orphans.append(proc)
+
+    async def _watch(self, rec: JobRecord, files: JobFiles, proc: subprocess.Popen[bytes] | None) -> None:
+        """Follow a worker's folder: its transitions, messages and usage, then its result or its death."""
+        rid = rec.request_id
+        timeout = rec.request.get("timeout")
+        deadline = time.monotonic() + timeout if timeout else None
+        line = self._lines_ingested(rid)
+        identity: dict[str, Any] | None = None
+        while not self.store.closed:  # a closed lab stops watching; the next open adopts the result
+            line = self._ingest(rid, files, line)
+            result = files.read_json(files.result)
+            if result is not None:
+                self._ingest(rid, files, line)
+                self._deliver_result(rid, result)
+                return
+            identity = identity or files.read_json(files.worker)
+            dead = proc.poll() is not None if proc is not None else alive(identity) is False
+            if dead:
+                if rid in self._cancelling:
+                    return  # a person's cancel killed it: the cancel records CANCELLED once it is gone
+                if files.read_json(files.result) is not None:
+                    continue  # it finished as it exited
+                code = proc.returncode if proc is not None else None
+                how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with {code}"
+                self.deliver(rid, "LOST", error={"message": f"the worker process ({how}) died without a result"}, by="watcher")
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                await self._contain(self.store.job(rid) or rec)
+                self.deliver(rid, "TIMED_OUT", error={"message": f"the agent ran longer than {timeout} s"})
+                return
+            await asyncio.sleep(POLL)
+
+    def _deliver_result(self, rid: str, result: dict[str, Any]) -> None:
+        self.deliver(
+            rid, result["status"], output=result.get("output"), error=result.get("error"),
+            usage=result.get("usage"), by="worker",
+        )  # fmt: skip
+
+    def _lines_ingested(self, request_id: str) -> int:
+        lines = [e.payload.get("line") for e in self.store.job_events(request_id) if "line" in e.payload]
+        return max(lines) + 1 if lines else 0
+
+    def _ingest(self, rid: str, files: JobFiles, start: int) -> int:
+        lines = files.progress_lines(start)
+        for i, item in enumerate(lines, start):
+            status = item.get("status")
+            if status in ("PREPARING", "RUNNING"):
+                extra = {"worker": {**(self.store.job(rid).worker or {}), **item["worker"]}} if "worker" in item else {}  # type: ignore[union-attr]
+                self.store.transition_job(rid, status, allowed_from=allowed_from(status), payload={"line": i}, **extra)
+                self._notify(rid)
+            elif item.get("kind") in ("message", "usage"):
+                self._record(rid, item["kind"], {**item["payload"], "line": i})
+        return start + len(lines)
+
+    # -- reopening -------------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        for rec in self.store.jobs():
+            if rec.status in LIVE and rec.status != "QUEUED":
+                self.recover_one(rec)
+
+    def recover_one(self, rec: JobRecord) -> None:
+        """A live job this process does not run: adopt its result, watch its worker, or record it LOST."""
+        rid = rec.request_id
+        if rid in self._tasks:
+            return
+        self._completion(rid)
+        if rec.runner == "subprocess":
+            files = JobFiles((rec.worker or {}).get("folder") or os.path.join(self.folder, rid))
+            result = files.read_json(files.result)
+            if result is not None:  # it finished while no lab watched: adopt it now
+                self._ingest(rid, files, self._lines_ingested(rid))
+                self._deliver_result(rid, result)
+                return
+            if alive(files.read_json(files.worker)):
+                self._start(rid, self._watch_detached(rec, files))
+                return
+            if files.read_json(files.worker) is None and rec.status == "ADMITTED":
+                why = "the lab stopped after admitting it; whether its worker started is unknown"
+            else:
+                why = "its worker process is gone and left no result"
+        else:
+            owner = (rec.worker or {}) if rec.status != "ADMITTED" else {}
+            if owner and owner.get("pid") != os.getpid() and alive(owner):
+                return  # another live process runs it
+            why = "the process that ran it as a task stopped"
+        self.deliver(rid, "LOST", error={"message": why}, by="recovery")
+
+    async def _watch_detached(self, rec: JobRecord, files: JobFiles) -> None:
+        try:
+            await self._watch(rec, files, None)
+        except Exception:
+            log.exception("watching agent job %s failed; reopening the lab adopts its result", rec.request_id)
+        finally:
+            self._tasks.pop(rec.request_id, None)
+
+    def __repr__(self) -> str:
+        return f"<AgentBoard runtimes={sorted(self._runtimes)} jobs in flight={sorted(self._tasks)}>"
+
+
+def _outcome(rec: JobRecord, by: str = "agent") -> dict[str, Any]:
+    return {"request_id": rec.request_id, "status": rec.status, "output": rec.output, "error": rec.error, "by": by}
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    import traceback
+
+    return {
+        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "message": str(exc),
+        "traceback": "".join(traceback.format_exception(exc)),
+    }
+
+
+def _worker_identity(board: AgentBoard, rec: JobRecord) -> dict[str, Any] | None:
+    files = JobFiles((rec.worker or {}).get("folder") or os.path.join(board.folder, rec.request_id))
+    return files.read_json(files.worker) or (rec.worker if rec.worker and "pid" in rec.worker else None)
+
+
+def _on_loop_thread() -> bool:
+    try:
+        return asyncio.get_running_loop() is lab_loop()
+    except RuntimeError:
+        return False
+
+
+async def _on_lab_loop(coro: Any) -> Any:
+    if _on_loop_thread():
+        return await coro
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, lab_loop()))

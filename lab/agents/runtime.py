@@ -1,0 +1,108 @@
+"""Runtime adapters: a pydantic-ai `Agent` under an exact name, and running one request on it.
+
+`run_request` drives `Agent.iter()` node by node, so every model response and tool return is
+reported as it happens (`emit`), with the tokens used so far. The same function runs in the
+lab's process (an asyncio task) and in a worker subprocess (`lab.agents.worker`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic_core import to_jsonable_python
+
+from .errors import AgentRuntimeError
+
+__all__ = ("Runtime", "Runner", "run_request", "load_target", "message_json", "usage_json")
+
+Runner = Literal["task", "subprocess"]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """An agent under an exact name, and where its jobs run.
+
+    `runner="task"` runs jobs as asyncio tasks in the lab's process (quick prototyping; a job dies
+    with the kernel). `runner="subprocess"` runs each job in a worker process that outlives a
+    kernel restart; it imports the agent from `target` ("package.module:attribute"), so the agent
+    must live in an importable module, not a notebook cell.
+    """
+
+    name: str
+    agent: Any = None
+    target: str | None = None
+    runner: Runner = "task"
+
+    def load(self) -> Any:
+        return self.agent if self.agent is not None else load_target(self.target or "")
+
+
+def load_target(target: str) -> Any:
+    """The object `module:attribute` names (a worker imports its agent so)."""
+    module, _, attr = target.partition(":")
+    if not module or not attr:
+        raise AgentRuntimeError(f"a runtime target is 'package.module:attribute', got {target!r}")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise AgentRuntimeError(
+            f"cannot import the agent {target!r} ({exc}); a subprocess runtime's agent must be importable from "
+            "the lab's working directory or PYTHONPATH"
+        ) from None
+    return obj
+
+
+def user_prompt(request: dict[str, Any]) -> str:
+    """The agent's user prompt: the bounded prompt, then the frozen inputs as JSON when there are any."""
+    prompt = request["prompt"]
+    if request.get("inputs") is not None:
+        prompt += "\n\nInputs (JSON):\n" + json.dumps(request["inputs"], indent=1, sort_keys=True)
+    return prompt
+
+
+def message_json(message: Any) -> dict[str, Any]:
+    """One pydantic-ai message as what a view shows: its parts' kinds, text, tool names and arguments."""
+    parts = []
+    for part in message.parts:
+        kind = part.part_kind
+        item: dict[str, Any] = {"kind": kind}
+        if kind in ("tool-call", "builtin-tool-call"):
+            item.update(tool=part.tool_name, args=to_jsonable_python(part.args), id=part.tool_call_id)
+        elif kind in ("tool-return", "builtin-tool-return", "retry-prompt"):
+            item.update(tool=getattr(part, "tool_name", None), content=to_jsonable_python(part.content, fallback=str))
+        elif hasattr(part, "content"):
+            item["content"] = to_jsonable_python(part.content, fallback=str)
+        parts.append(item)
+    return {"role": message.kind, "parts": parts}
+
+
+def usage_json(usage: Any) -> dict[str, Any]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "requests": usage.requests,
+        "tool_calls": usage.tool_calls,
+    }
+
+
+async def run_request(agent: Any, request: dict[str, Any], emit: Callable[[str, dict[str, Any]], None]) -> tuple[Any, dict[str, Any]]:
+    """Run `request` on `agent`; `emit("message"|"usage", payload)` as it goes. Returns (output JSON, usage)."""
+    seen = 0
+    async with agent.iter(user_prompt(request)) as agent_run:
+        async for _node in agent_run:
+            messages = agent_run.all_messages()
+            if len(messages) > seen:
+                for m in messages[seen:]:
+                    emit("message", message_json(m))
+                seen = len(messages)
+                emit("usage", usage_json(agent_run.usage))
+    result = agent_run.result
+    assert result is not None
+    return to_jsonable_python(result.output), usage_json(result.usage)

@@ -1,0 +1,58 @@
+"""Agents on FunctionModel for the delegated-station tests (importable by a worker subprocess).
+
+Nothing here reaches a network: every model is a `FunctionModel` whose function decides the
+response. `SLOW_FILE` makes the slow agent wait until a file appears, so a test controls when it
+finishes (and can kill its worker while it runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from pydantic import BaseModel
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+
+class Plan(BaseModel):
+    """What the planner returns."""
+
+    title: str
+    points: list[str]
+
+
+def _plan(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """First round: some text and a tool call; second round: the final result through the output tool."""
+    if len(messages) == 1:
+        return ModelResponse(parts=[TextPart("Looking up the topic."), ToolCallPart("lookup", {"topic": "durable"})])
+    return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"title": "Durable agents", "points": ["park", "adopt"]})])
+
+
+planner = Agent(FunctionModel(_plan), output_type=Plan, name="planner")
+
+
+@planner.tool_plain
+def lookup(topic: str) -> str:
+    """Look a topic up (a fixed answer)."""
+    return f"notes about {topic}"
+
+
+async def _slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Wait until the file named by $GRAPHLAB_TEST_RELEASE exists (or forever), then answer."""
+    release = os.environ.get("GRAPHLAB_TEST_RELEASE")
+    while release is None or not Path(release).exists():
+        await asyncio.sleep(0.02)
+    return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"title": "Slow", "points": ["done"]})])
+
+
+slow_planner = Agent(FunctionModel(_slow), output_type=Plan, name="slow_planner")
+
+
+def _broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    raise RuntimeError("the model service answered 500")
+
+
+broken = Agent(FunctionModel(_broken), output_type=Plan, name="broken")
