@@ -196,6 +196,10 @@ class AgentBoard:
         self.store.add_job_events(request_id, [(kind, payload)])
         self._notify(request_id)
 
+    def _record_many(self, request_id: str, items: list[tuple[str, dict[str, Any]]]) -> None:
+        self.store.add_job_events(request_id, items)
+        self._notify(request_id)
+
     def _move(self, request_id: str, to: str, **fields: Any) -> bool:
         applied = self.store.transition_job(request_id, to, allowed_from=allowed_from(to), **fields)
         self._notify(request_id)
@@ -450,7 +454,7 @@ class AgentBoard:
             self._move(rid, "PREPARING", worker=process_identity())
             agent = rt.load()
             self._move(rid, "RUNNING")
-            coro = run_request(agent, rec.request, lambda kind, payload: self._record(rid, kind, payload))
+            coro = run_request(agent, rec.request, lambda items: self._record_many(rid, items))
             timeout = rec.request.get("timeout")
             try:
                 output, usage = await (asyncio.wait_for(coro, timeout) if timeout else coro)
@@ -459,10 +463,13 @@ class AgentBoard:
                 return
             self.deliver(rid, "SUCCEEDED", output=output, usage=usage)
         except asyncio.CancelledError:
-            if rid not in self._cancelling:
+            if rid not in self._cancelling and not self.store.closed:
                 self.deliver(rid, "CANCELLED", error={"message": "the agent task was cancelled"})
             raise
         except Exception as exc:
+            if self.store.closed:  # the lab closed under the job: the next Lab() records it LOST
+                log.warning("agent job %s ended after its lab closed; its outcome was not recorded", rid)
+                return
             self.deliver(rid, "FAILED", error=_error(exc))
         finally:
             self._tasks.pop(rid, None)
@@ -540,14 +547,20 @@ class AgentBoard:
 
     def _ingest(self, rid: str, files: JobFiles, start: int) -> int:
         lines = files.progress_lines(start)
+        batch: list[tuple[str, dict[str, Any]]] = []
         for i, item in enumerate(lines, start):
             status = item.get("status")
             if status in ("PREPARING", "RUNNING"):
+                if batch:
+                    self._record_many(rid, batch)
+                    batch = []
                 extra = {"worker": {**(self.store.job(rid).worker or {}), **item["worker"]}} if "worker" in item else {}  # type: ignore[union-attr]
                 self.store.transition_job(rid, status, allowed_from=allowed_from(status), payload={"line": i}, **extra)
                 self._notify(rid)
             elif item.get("kind") in ("message", "usage"):
-                self._record(rid, item["kind"], {**item["payload"], "line": i})
+                batch.append((item["kind"], {**item["payload"], "line": i}))
+        if batch:
+            self._record_many(rid, batch)
         return start + len(lines)
 
     # -- reopening -------------------------------------------------------------------------------

@@ -92,17 +92,18 @@ def usage_json(usage: Any) -> dict[str, Any]:
     }
 
 
-async def run_request(agent: Any, request: dict[str, Any], emit: Callable[[str, dict[str, Any]], None]) -> tuple[Any, dict[str, Any]]:
-    """Run `request` on `agent`; `emit("message"|"usage", payload)` as it goes. Returns (output JSON, usage)."""
+async def run_request(
+    agent: Any, request: dict[str, Any], emit: Callable[[list[tuple[str, dict[str, Any]]]], None]
+) -> tuple[Any, dict[str, Any]]:
+    """Run `request` on `agent`; after each agent step, `emit([("message", ...), ..., ("usage", ...)])`
+    with what it added. Returns (output JSON, usage)."""
     seen = 0
     async with agent.iter(user_prompt(request)) as agent_run:
         async for _node in agent_run:
             messages = agent_run.all_messages()
             if len(messages) > seen:
-                for m in messages[seen:]:
-                    emit("message", message_json(m))
+                emit([("message", message_json(m)) for m in messages[seen:]] + [("usage", usage_json(agent_run.usage))])
                 seen = len(messages)
-                emit("usage", usage_json(agent_run.usage))
     result = agent_run.result
     assert result is not None
     return to_jsonable_python(result.output), usage_json(result.usage)

@@ -29,8 +29,9 @@ def main(argv: list[str]) -> int:
         agent = load_target(spec["target"])
         files.append({"status": "RUNNING"})
 
-        def emit(kind: str, payload: dict[str, Any]) -> None:
-            files.append({"kind": kind, "payload": payload})
+        def emit(items: list[tuple[str, dict[str, Any]]]) -> None:
+            for kind, payload in items:
+                files.append({"kind": kind, "payload": payload})
 
         output, usage = asyncio.run(run_request(agent, spec["request"], emit))
     except Exception as exc:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,9 +48,23 @@ class JobTables:
 
     _reading: Any
     _check_writable: Any
+    _check_open: Any
+    _lock: Any
+    _con: Any
 
     def _job_tx(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
         return _Transaction(self)
+
+    @contextmanager
+    def _jobs_reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The connection for the job tables, without folding the journal first: jobs never go
+        through the journal, so a fold (milliseconds while a run writes) would buy nothing here."""
+        with self._lock:
+            self._check_open()
+            try:
+                yield self._con
+            except duckdb.Error as exc:
+                raise StoreError(f"cannot read the agent jobs of {getattr(self, 'path', 'the store')}: {str(exc).splitlines()[0]}") from None
 
     def insert_job(self, job: JobRecord) -> tuple[JobRecord, bool]:
         """Store `job` (status QUEUED) with its first event; if its request id is taken, the stored job.
@@ -127,7 +141,7 @@ class JobTables:
                 _event(con, request_id, kind, None, None, payload, now)
 
     def job(self, request_id: str) -> JobRecord | None:
-        with self._reading() as con:
+        with self._jobs_reading() as con:
             row = con.execute(f"SELECT {_JOB_COLS} FROM jobs WHERE request_id = ?", [request_id]).fetchone()
         return _job_record(row) if row else None
 
@@ -139,13 +153,13 @@ class JobTables:
             if value is not None:
                 sql += f" AND {col} = ?"
                 args.append(value)
-        with self._reading() as con:
+        with self._jobs_reading() as con:
             rows = con.execute(sql + " ORDER BY created_at, request_id", args).fetchall()
         return [_job_record(r) for r in rows]
 
     def job_events(self, request_id: str, *, after: int = -1) -> list[JobEventRecord]:
         """A job's events in order (those with seq > `after`)."""
-        with self._reading() as con:
+        with self._jobs_reading() as con:
             rows = con.execute(
                 f"SELECT {_JEV_COLS} FROM job_events WHERE request_id = ? AND seq > ? ORDER BY seq", [request_id, after]
             ).fetchall()
@@ -163,7 +177,7 @@ class _Transaction:
 
     def __enter__(self) -> duckdb.DuckDBPyConnection:
         self.store._check_writable()
-        self._cm = self.store._reading()
+        self._cm = self.store._jobs_reading()
         con = self._cm.__enter__()
         con.execute("BEGIN")
         self._con = con

@@ -41,7 +41,8 @@ def test_one_typed_opaque_station(lab):
 def test_graph_owns_routing_not_the_agents_loop(lab):
     """ "Graph owns purpose and result routing, not the foreign planner, subagents, tool loop, or events."
     The agent's tool call and text are the job's messages; the run's events are only the station's."""
-    run = declare(lab).start(inputs=None) if False else declare(lab).start(_outline(lab))
+    declare(lab)
+    run = lab.graphs["essay"].start(_outline(lab))
     run.run()
     assert [e.kind for e in run.events()] == [
         "started", "entered", "waiting", "verdict", "entered", "settled", "entered", "settled", "done"
