@@ -198,7 +198,7 @@ def child_store(run: Run, key: str, workflow: Workflow) -> str:
     """Where a Workflow call's child keeps its run: one store file per call, named by the call's key."""
     if workflow.store is not None:
         root = workflow.store
-    elif run.lab.path == ":memory:":
+    elif run.lab.path == ":memory:" or "://" in run.lab.path:  # in memory, or a PostgreSQL store
         root = os.path.join(tempfile.gettempdir(), "graphlab-children")
     else:
         root = run.lab.path + ".children"
