@@ -62,6 +62,9 @@ class Definition:
     def feature(self, name: str, domain: Any) -> Feature:
         """Declare (or re-declare) a feature: None at the start of each invocation, values in `domain`."""
         feature = Feature.declare(name, domain)
+        old = self.features.get(name)
+        if old is not None and old.domain_text == feature.domain_text:
+            return old  # a re-run cell: the edges other cells built on it stay valid
         self.features[name] = feature
         self._changed()
         return feature
@@ -176,7 +179,8 @@ class Definition:
             for f in [*(e.when.features if e.when else ()), *(x.feature for x in e.effects)]:
                 if self.features.get(f.name) is not f:
                     out.append(
-                        f"edge {s} → {d} uses feature {f.name!r}, which is not declared by this subroutine (now)"
+                        f"edge {s} → {d} uses feature {f.name!r} as it was declared before (its domain changed "
+                        "since, or it belongs to another subroutine); re-run the cell that declares this edge"
                     )
         for n in self.nodes:
             if not self.outgoing(n):

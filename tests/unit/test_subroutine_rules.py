@@ -19,6 +19,7 @@ from lab.subroutine import (
     FeatureDomainError,
     FeatureResetError,
     FeatureState,
+    FeatureSuccess,
     FeatureUnsetError,
     NoCompatibleEdgeError,
     NodeStateTypeError,
@@ -335,3 +336,38 @@ def test_a_renamed_visit_in_a_rerun_cell_drops_the_old_node(capsys: pytest.Captu
             lab.close()
         for name in ("sub", "Success", "Lab"):
             ip.user_ns.pop(name, None)
+
+
+def test_visits_must_return_success_and_feature_visits_feature_success() -> None:
+    """Seed: "A visit receives its edge-specific Input and, except for a Feature visit, returns Success.output."
+    and "It returns FeatureSuccess and preserves the payload." """
+    lab = Lab(":memory:")
+    sub = lab.subroutine("returns", input=int, output=int)
+    mode = sub.feature("mode", ("a", "b"))
+    assert sub.feature("mode", ("a", "b")) is mode  # a re-run feature cell keeps the edges built on it
+    seen: list[object] = []
+
+    @sub.feature_node
+    async def pick(n: int, context) -> FeatureSuccess:
+        seen.append(dict(context.features))
+        return Success(output=n)  # type: ignore[return-value]
+
+    @sub.node
+    async def plain(n: int, state, context) -> Success:
+        return FeatureSuccess()  # type: ignore[return-value]
+
+    sub.edge(sub.input, pick)
+    sub.edge(pick, plain, effect=mode.unconstrained())
+    sub.edge(plain, sub.output)
+    run = sub.start(1).run()
+    assert run.status == "failed" and "Feature visit pick returned Success" in run.error["message"]
+    assert seen == [{"mode": None}]  # context.features: the feature state before the visit, read-only
+    sub.feature_node(name="pick")(lambda n, context: FeatureSuccess())
+    run = sub.start(1).run()
+    assert run.status == "failed" and "visit plain returned FeatureSuccess" in run.error["message"]
+    other = sub.feature(
+        "mode", ("a", "b", "c")
+    )  # a new domain: edges built on the old one must be re-declared
+    assert other is not mode
+    assert any("re-run the cell that declares this edge" in p for p in sub.definition.problems())
+    lab.close()
