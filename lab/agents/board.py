@@ -85,9 +85,15 @@ class AgentBoard:
         self._cancelling: set[str] = set()
         self._lock = threading.RLock()
         self._listeners: list[Callable[[str], None]] = []
-        path = self.store.path
-        self.folder = path + ".jobs" if path != ":memory:" else tempfile.mkdtemp(prefix="graphlab-jobs-")
-        """Where subprocess jobs keep their files (beside the store file)."""
+        self._folder: str | None = None
+
+    @property
+    def folder(self) -> str:
+        """Where subprocess jobs keep their files: beside the store file (a temporary folder for `:memory:`)."""
+        if self._folder is None:
+            path = self.store.path
+            self._folder = path + ".jobs" if path != ":memory:" else tempfile.mkdtemp(prefix="graphlab-jobs-")
+        return self._folder
 
     # -- runtimes ------------------------------------------------------------------------------
 
@@ -238,7 +244,9 @@ class AgentBoard:
 
     def _queue_for_wait(self, run: Run, wait: WaitRecord, runtime: str, request: dict[str, Any]) -> JobRecord:
         """Before the park is written: the job, QUEUED, durable (seed 001: persisted before first submit)."""
-        rid = request_id_for(run.id, wait.checkpoint_seq)
+        from ..waits import task_of
+
+        rid = request_id_for(run.id, wait.checkpoint_seq, task_of(wait.owner))
         self.submit(
             rid, runtime, request, run_id=run.id, node_id=wait.node_id, wait_owner=wait.owner,
             checkpoint_seq=wait.checkpoint_seq, start=False,
@@ -304,7 +312,10 @@ class AgentBoard:
             return
         fut = asyncio.run_coroutine_threadsafe(self.acancel(rec.request_id, note="the run was cancelled"), lab_loop())
         if not _on_loop_thread():
-            fut.result(timeout=KILL_WAIT + 5)
+            try:
+                fut.result(timeout=KILL_WAIT + 5)
+            except AgentJobStateError:
+                pass  # it ended meanwhile: its terminal stands
 
     # -- a person's choices ----------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ def request_digest(runtime: str, request: dict[str, Any]) -> str:
     return hashlib.sha256(body.encode()).hexdigest()[:32]
 
 
-def request_id_for(run_id: str, seq: int) -> str:
-    """A station's request id: it names the run and the waiting checkpoint (the step) it parked at."""
-    return f"job-{run_id.removeprefix('run-')}-{seq}"
+def request_id_for(run_id: str, seq: int, task: int | None = None) -> str:
+    """A station's request id: it names the run and the waiting checkpoint (the step) it parked at, and
+    in a parallel step the task (several branches may delegate at one checkpoint)."""
+    return f"job-{run_id.removeprefix('run-')}-{seq}" + (f"-t{task}" if task is not None else "")

@@ -61,7 +61,8 @@ def _outline(lab, name: str = "essay"):
 
 def test_request_names_request_run_step_runtime_containment_prompt_inputs(lab):
     """ "DelegatedAgentRequest names request/run/step, exact runtime adapter, read/candidate/verify
-    containment, bounded prompt, and immutable input ArtifactRefs." """
+    containment, bounded prompt, and immutable input ArtifactRefs." and "Runtime selection is exact-name
+    only, not Dispatcher grant or Orchestrator capacity" """
     g = declare(lab)
     run = g.start(_outline(lab), state=Essay(topic="kites"))
     run.run()
@@ -194,3 +195,21 @@ def test_cancelling_the_run_contains_its_job(lab, release):
     run.cancel()
     t.join(20)
     assert run.status == "cancelled" and run.job.status == "CANCELLED"
+
+
+def test_admitted_runtime_binding_is_not_redirected(lab, release):
+    """ "Optional delegated_rite@2 retains the configured exact runtime/profile in admitted Run intent and
+    state. Its checkpoint must match that binding; current Settings cannot redirect resumed work." The
+    waiting checkpoint's wait and the job name the runtime; registering another agent under that name
+    while the job runs does not change the job's work."""
+    from .agent_defs import planner
+
+    run = declare(lab, runtime="slow").start(_outline(lab))
+    t = threading.Thread(target=run.run)
+    t.start()
+    _until(lambda: run.job is not None and run.job.status == "RUNNING")
+    assert run.wait.details["runtime"] == "slow" and run.job.record.runtime == "slow"
+    lab.agents.register("slow", planner)  # the "settings" change under the running job
+    release.touch()
+    t.join(20)
+    assert run.status == "done" and run.output == "Slow: done"  # the admitted agent's result
