@@ -38,6 +38,7 @@ from pydantic_graph.step import NodeStep, Step
 from pydantic_graph.util import unpack_type_expression
 
 from .codec import InputCodec, NodeCodec, SnapshotCodec
+from .engine.blocking import unthreaded
 from .engine.superstep import entry_task
 from .engine.tasks import TaskInput
 from .errors import GraphDefinitionError, StateContractError
@@ -115,6 +116,9 @@ class AdoptedGraph(Drawable, StationPolicies):
     def _policy_stations(self) -> Any:
         return self.build().manifest.station_ids
 
+    def _station_object(self, node_id: str) -> Any:
+        return self._native.nodes.get(node_id)  # type: ignore[call-overload]
+
     def build(self) -> BuiltGraph:
         if self._built is None:
             self._built = _build(self)
@@ -141,6 +145,7 @@ class AdoptedGraph(Drawable, StationPolicies):
         batch_size: int | None = None,
         breakpoints: dict[str, Sequence[str]] | None = None,
         step_limit: int | None = UNSET,
+        timeout: float | None = UNSET,
     ) -> Run:
         """Create a run that begins at the graph's start node with `inputs` (as `Graph.run` does).
 
@@ -178,6 +183,7 @@ class AdoptedGraph(Drawable, StationPolicies):
             batch_size=batch_size,
             breakpoints=breakpoints,
             step_limit=step_limit,
+            timeout=timeout,
         )
 
     def __repr__(self) -> str:
@@ -369,7 +375,7 @@ class _Types:
 
     def namespace_of(self, obj: Any) -> dict[str, Any]:
         """Names for `obj`'s hints: its closure, then the building frames — never shadowing its module."""
-        fn = getattr(obj, "__func__", obj)
+        fn = unthreaded(getattr(obj, "__func__", obj))
         extra: dict[str, Any] = {}
         if inspect.isfunction(fn):
             module = fn.__globals__
@@ -383,6 +389,7 @@ class _Types:
         return {**{k: v for k, v in self.namespace.items() if k not in module and k not in _BUILTINS}, **extra}
 
     def hints(self, fn: Any) -> dict[str, Any]:
+        fn = unthreaded(fn)  # a blocking station's function is wrapped (lab.engine.blocking)
         return get_type_hints(fn, localns=self.namespace_of(fn), include_extras=False)
 
     def returns(self, fn: Any) -> Any:

@@ -312,13 +312,19 @@ class StepDeclaring:
         label: str | None = None,
         retry: Any = None,
         timeout: float | None = None,
+        blocking: bool = False,
     ) -> Any:
         """Declare (or re-declare, by node id) a step function; use as `@g.step` or `@g.step(node_id=...)`.
 
-        `retry=Retry(...)` and `timeout=` give the step a retry policy and a time limit per try.
+        `retry=Retry(...)` and `timeout=` give the step a retry policy and a time limit per try;
+        `blocking=True` runs it on a thread of its own (see `@g.node(blocking=True)`).
         """
         if call is None:
-            return lambda fn: self.step(fn, node_id=node_id, label=label, retry=retry, timeout=timeout)
+            return lambda fn: self.step(fn, node_id=node_id, label=label, retry=retry, timeout=timeout, blocking=blocking)
+        if blocking:
+            from .engine.blocking import in_thread
+
+            call = in_thread(call)
         s = self._decl.step(call, node_id=node_id, label=label)
         self.set_policy(s.id, retry=retry, timeout=timeout, where=f"@g.step({s.id})")  # type: ignore[attr-defined]
         self._changed()

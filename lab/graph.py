@@ -24,8 +24,9 @@ from pydantic_graph.step import NodeStep, StepNode
 
 from .builder import StepDeclarations, StepDeclaring
 from .codec import SnapshotCodec
+from .engine.blocking import set_blocking
 from .errors import GraphDefinitionError, StateContractError, UnsupportedTopologyError
-from .limits import DEFAULT_STEP_LIMIT, UNSET, Limits, check_step_limit
+from .limits import DEFAULT_STEP_LIMIT, UNSET, Limits, check_step_limit, check_timeout
 from .manifest import END, Manifest, Station, check_key, source_fingerprint
 from .records import Durability
 from .retry import Retry, StationPolicies
@@ -145,15 +146,22 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
     @typing.overload
     def node(self, cls: N) -> N: ...
     @typing.overload
-    def node(self, *, retry: Retry | None = None, timeout: float | None = None) -> Callable[[N], N]: ...
-    def node(self, cls: Any = None, *, retry: Retry | None = None, timeout: float | None = None) -> Any:
+    def node(
+        self, *, retry: Retry | None = None, timeout: float | None = None, blocking: bool = False
+    ) -> Callable[[N], N]: ...
+    def node(
+        self, cls: Any = None, *, retry: Retry | None = None, timeout: float | None = None, blocking: bool = False
+    ) -> Any:
         """Declare (or re-declare) a node class; use as a decorator above `@dataclass`.
 
         `@g.node(retry=Retry(max_attempts=3), timeout=30)` also gives the station a retry policy
         (tries inside the same step, lab.retry) and a time limit per try (`NodeTimeout`).
+        `blocking=True` runs it on a thread of its own, for a node that blocks its thread
+        (`time.sleep`, a synchronous client): timeouts and `cancel()` still stop the run at once,
+        and other runs keep stepping (lab.engine.blocking says what happens to the node).
         """
         if cls is None:
-            return lambda c: self.node(c, retry=retry, timeout=timeout)
+            return lambda c: self.node(c, retry=retry, timeout=timeout, blocking=blocking)
         if not (inspect.isclass(cls) and issubclass(cls, BaseNode)):
             raise GraphDefinitionError(
                 f"{self.decorator} expects a BaseNode subclass, got {cls!r}; "
@@ -161,9 +169,13 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             )
         node_id = cls.get_node_id()
         self.set_policy(node_id, retry=retry, timeout=timeout, where=f"@g.node({node_id})")
+        set_blocking(cls, bool(blocking))
         self._nodes[node_id] = cls
         self._changed()
         return cls
+
+    def _station_object(self, node_id: str) -> Any:
+        return self._nodes.get(node_id) or self._decl.steps.get(node_id)
 
     def remove(self, node_id: str) -> None:
         """Drop a declared node, step or join by id, or an edge by `"edge " + key` (a cell that declared it was deleted)."""
@@ -231,13 +243,15 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         batch_size: int | None = None,
         breakpoints: dict[str, Sequence[str]] | None = None,
         step_limit: int | None = UNSET,
+        timeout: float | None = UNSET,
     ) -> Run:
         """Create a run that will begin at `node` and write its first checkpoint.
 
         `breakpoints={"before": ["Send"], "after": ["Draft"]}` parks the run around those
         stations; `run.set_breakpoint` / `run.clear_breakpoint` change them later. A graph declared
         with steps and edges starts at its start node with `inputs` (as `Graph.run(inputs=...)`).
-        `step_limit` bounds each `run.run()` of this run (default: the graph's, 100; None: none).
+        `step_limit` bounds each `run.run()` of this run (default: the graph's, 100; None: none);
+        `timeout` (seconds) each call's time, after which the run fails with `RunTimeout` (default none).
         """
         built = self.build()
         if self._decl.active and node is None:
@@ -246,7 +260,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             entry = start_entry(self, built, inputs)
             return start_run(
                 self, built, entry, state=state, deps=deps, durability=durability, batch_size=batch_size,
-                breakpoints=breakpoints, step_limit=step_limit,
+                breakpoints=breakpoints, step_limit=step_limit, timeout=timeout,
             )  # fmt: skip
         node_id = type(node).get_node_id() if isinstance(node, BaseNode) else None
         if node_id is None or node_id not in built.nodes:
@@ -268,6 +282,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             batch_size=batch_size,
             breakpoints=breakpoints,
             step_limit=step_limit,
+            timeout=timeout,
         )
 
     def __repr__(self) -> str:
@@ -287,11 +302,16 @@ def start_run(
     batch_size: int | None,
     breakpoints: dict[str, Sequence[str]] | None,
     step_limit: int | None = UNSET,
+    timeout: float | None = UNSET,
 ) -> Run:
     """Create a run of `g` (declared or adopted) at `entry`: default state, contract check, first checkpoint."""
     if step_limit is UNSET:
         step_limit = getattr(g, "step_limit", DEFAULT_STEP_LIMIT)
-    limits = Limits(step_limit=check_step_limit(step_limit, f"{g.name}.start"))
+    if timeout is UNSET:
+        timeout = getattr(g, "timeout", None)
+    limits = Limits(
+        step_limit=check_step_limit(step_limit, f"{g.name}.start"), timeout=check_timeout(timeout, f"{g.name}.start")
+    )
     state_type = g.state_type
     if state is None and state_type not in (None, NoneType):
         try:
@@ -447,6 +467,7 @@ def _return_targets(g: LabGraph, node_id: str, cls: type) -> list[Any]:
 
 def _return_hint(run: Any, localns: dict[str, Any]) -> dict[str, Any]:
     """Resolve only `run`'s return annotation: parameter hints may name types we never need."""
+    run = inspect.unwrap(run) if run is not None else run  # a blocking node's run is wrapped (lab.engine.blocking)
     raw = getattr(run, "__annotations__", {}).get("return", inspect.Signature.empty)
     if raw is inspect.Signature.empty:
         return {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import NoneType
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -80,13 +80,23 @@ def _note_run(run: Run | None) -> None:
 
 
 def _adopt_policies(
-    g: AdoptedGraph, step_limit: int | None, retry: Mapping[str, Retry] | None, timeouts: Mapping[str, float] | None
+    g: AdoptedGraph,
+    step_limit: int | None,
+    retry: Mapping[str, Retry] | None,
+    timeouts: Mapping[str, float] | None,
+    blocking: Iterable[str],
 ) -> None:
     """The run-control settings `lab.adopt` was given, checked against the graph's stations."""
     stations = g.manifest.station_ids
     where = f"lab.adopt(name={g.name!r})"
     policies, seconds = check_policies(retry, stations, where), check_timeouts(timeouts, stations, where)
+    names = [blocking] if isinstance(blocking, str) else list(blocking)
+    unknown = [n for n in names if n not in stations]
+    if unknown:
+        raise GraphDefinitionError(f"{where}: blocking names {unknown}, which the graph does not have; its stations are {sorted(stations)}")
     g.step_limit, g.retry_policies, g.node_timeouts = step_limit, policies, seconds
+    for name in names:
+        g.set_policy(name, retry=policies.get(name), timeout=seconds.get(name), blocking=True, where=where)
 
 
 class Lab:
@@ -344,6 +354,7 @@ class Lab:
         step_limit: int | None = DEFAULT_STEP_LIMIT,
         retry: Mapping[str, Retry] | None = None,
         node_timeouts: Mapping[str, float] | None = None,
+        blocking: Iterable[str] = (),
     ) -> AdoptedGraph:
         """The lab's handle on a graph built with pydantic-graph's own `GraphBuilder`, unchanged.
 
@@ -351,7 +362,8 @@ class Lab:
         API as a lab-declared graph. Adopting the same name again with a changed graph makes a new
         revision. See `lab.adopt` module docs for the checkpoint contract of steps.
         `retry={"station": Retry(...)}` and `node_timeouts={"station": seconds}` set policies per
-        station by name (the graph's own code stays unchanged); `step_limit` bounds each run() call.
+        station by name (the graph's own code stays unchanged); `step_limit` bounds each run() call;
+        `blocking=["station"]` runs those stations on threads of their own (see lab.engine.blocking).
         """
         from .adopt import AdoptedGraph, caller_namespace
 
@@ -364,7 +376,7 @@ class Lab:
         if isinstance(existing, AdoptedGraph):
             existing.replace(graph, namespace)
             existing.build()
-            _adopt_policies(existing, step_limit, retry, node_timeouts)
+            _adopt_policies(existing, step_limit, retry, node_timeouts, blocking)
             return existing
         if existing is not None:
             raise GraphDefinitionError(
@@ -372,7 +384,7 @@ class Lab:
             )
         adopted = AdoptedGraph(self, key, graph, namespace)
         adopted.build()  # refuse what the lab cannot checkpoint now, not at the first step
-        _adopt_policies(adopted, step_limit, retry, node_timeouts)
+        _adopt_policies(adopted, step_limit, retry, node_timeouts, blocking)
         self._graphs[key] = adopted  # type: ignore[assignment]
         return adopted
 

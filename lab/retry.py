@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .engine.blocking import set_blocking
 from .errors import ArgumentError, GraphDefinitionError, LabError, NodeTimeout
 from .gates import StationContext, WaitSignal
 from .limits import check_timeout
@@ -103,8 +104,19 @@ class StationPolicies:
     node_timeouts: dict[str, float]
     """Seconds each try of a station may run (`@g.node(timeout=...)`) before it fails with `NodeTimeout`."""
 
-    def set_policy(self, node_id: str, *, retry: Retry | None = None, timeout: float | None = None, where: str = "") -> None:
-        """Give station `node_id` a retry policy and a time limit per try (None: none); replaces what it had."""
+    def set_policy(
+        self,
+        node_id: str,
+        *,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+        blocking: bool | None = None,
+        where: str = "",
+    ) -> None:
+        """Give station `node_id` a retry policy and a time limit per try (None: none); replaces what it had.
+
+        `blocking=True` runs it on a thread of its own, False back on the loop (None: unchanged).
+        """
         where = where or f"set_policy({node_id!r})"
         stations = self._policy_stations()
         if stations is not None and node_id not in stations:
@@ -120,9 +132,18 @@ class StationPolicies:
             self.node_timeouts.pop(node_id, None)
         else:
             self.node_timeouts[node_id] = seconds
+        if blocking is not None:
+            target = self._station_object(node_id)
+            if target is None:
+                raise GraphDefinitionError(f"{where}: blocking= needs station {node_id!r} declared first")
+            set_blocking(target, bool(blocking))
 
     def _policy_stations(self) -> Any:
         """The stations a policy may name (None: any, while a graph is being declared)."""
+        return None
+
+    def _station_object(self, node_id: str) -> Any:
+        """The node class or step that runs station `node_id` (what `blocking` wraps), or None."""
         return None
 
 

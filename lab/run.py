@@ -37,7 +37,7 @@ from .errors import (
     StoreError,
 )
 from .history import TimeTravel
-from .limits import UNSET, Limits, check_step_limit
+from .limits import UNSET, Limits, check_step_limit, check_timeout
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
 from .retry import Retries
 from .steps import SuperSteps
@@ -152,6 +152,8 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         self._counters: dict[str, Any] = dict(counters or {})
         self.limits: Limits = Limits.from_counters(self._counters)
         """The run's step limit and timeout per call (recorded with it, so a resume keeps them)."""
+        self._timed_out: float | None = None
+        """The seconds of the call's timeout once it ran out (the cancellation is the lab's own)."""
         self._tries: dict[str, int] = {}
         """Failed tries of the pending station in this step (its retry policy's count)."""
         self._failure: BaseException | None = None
@@ -297,36 +299,57 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         """Steps one `run()` call may take before the run fails with `StepLimitError` (None: no limit)."""
         return self.limits.step_limit
 
-    def step(self, *, raise_on_failure: bool | None = None) -> StepResult:
+    @property
+    def timeout(self) -> float | None:
+        """Seconds one call may drive the run before it fails with `RunTimeout` (None: no limit)."""
+        return self.limits.timeout
+
+    def step(self, *, timeout: float | None = UNSET, raise_on_failure: bool | None = None) -> StepResult:
         """Run exactly one station and return what happened.
 
         `raise_on_failure=True` (or `Lab(raise_on_failure=True)`) raises `NodeExecutionError`
         when the station fails, after the failure is recorded.
         """
-        return run_sync(self.astep(raise_on_failure=raise_on_failure))
+        return run_sync(self.astep(timeout=timeout, raise_on_failure=raise_on_failure))
 
     def run(
-        self, max_steps: int | None = None, *, step_limit: int | None = UNSET, raise_on_failure: bool | None = None
+        self,
+        max_steps: int | None = None,
+        *,
+        step_limit: int | None = UNSET,
+        timeout: float | None = UNSET,
+        raise_on_failure: bool | None = None,
     ) -> Run:
         """Run until End, a failure, a wait, `max_steps` stations, or `pause()`. Returns the run.
 
         `step_limit` bounds this call (default: the run's own, 100 unless set): reaching it fails
-        the run with `StepLimitError`, and `run.run(step_limit=...)` goes on. Failures are recorded
-        and shown; `raise_on_failure=True` (or `Lab(raise_on_failure=True)`) also raises them:
-        `NodeExecutionError` for a station, `StepLimitError` for the limit.
+        the run with `StepLimitError`, and `run.run(step_limit=...)` goes on. `timeout` (seconds,
+        default the run's own) cancels the step in flight when it runs out and fails the run with
+        `RunTimeout` at its last checkpoint; `run.run()` resumes it. Failures are recorded and
+        shown; `raise_on_failure=True` (or `Lab(raise_on_failure=True)`) also raises them:
+        `NodeExecutionError` for a station, `StepLimitError` / `RunTimeout` for a bound.
         """
-        run_sync(self.arun(max_steps=max_steps, step_limit=step_limit, raise_on_failure=raise_on_failure))
+        run_sync(
+            self.arun(max_steps=max_steps, step_limit=step_limit, timeout=timeout, raise_on_failure=raise_on_failure)
+        )
         return self
 
-    async def astep(self, *, raise_on_failure: bool | None = None) -> StepResult:
+    async def astep(self, *, timeout: float | None = UNSET, raise_on_failure: bool | None = None) -> StepResult:
         """The async form of `step()`."""
-        await self._advance(max_steps=1, step_limit=UNSET)
+        if timeout is not UNSET:
+            check_timeout(timeout, "run.step")
+        await self._advance(max_steps=1, step_limit=UNSET, timeout=timeout)
         self._raise_failure(raise_on_failure)
         assert self._last is not None
         return self._last
 
     async def arun(
-        self, max_steps: int | None = None, *, step_limit: int | None = UNSET, raise_on_failure: bool | None = None
+        self,
+        max_steps: int | None = None,
+        *,
+        step_limit: int | None = UNSET,
+        timeout: float | None = UNSET,
+        raise_on_failure: bool | None = None,
     ) -> Run:
         """The async form of `run()`."""
         if max_steps is not None and (not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 0):
@@ -336,7 +359,9 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             )
         if step_limit is not UNSET:
             check_step_limit(step_limit, "run.run")
-        await self._advance(max_steps=max_steps, step_limit=step_limit)
+        if timeout is not UNSET:
+            check_timeout(timeout, "run.run")
+        await self._advance(max_steps=max_steps, step_limit=step_limit, timeout=timeout)
         self._raise_failure(raise_on_failure)
         return self
 
@@ -446,7 +471,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         self._status = "running"
         self._error = None
 
-    async def _advance(self, max_steps: int | None, step_limit: int | None = UNSET) -> None:
+    async def _advance(self, max_steps: int | None, step_limit: int | None = UNSET, timeout: float | None = UNSET) -> None:
         if not self._busy.acquire(blocking=False):
             raise RunStateError(f"run {self.id} is already running in another task; wait for it or cancel it")
         try:
@@ -459,7 +484,11 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             self._last = None
             task = asyncio.current_task()
             assert task is not None
-            self._task = (asyncio.get_running_loop(), task)
+            loop = asyncio.get_running_loop()
+            self._task = (loop, task)
+            self._timed_out = None
+            seconds = self.limits.timeout if timeout is UNSET else timeout
+            timer = loop.call_later(seconds, self._time_out, task, seconds) if seconds is not None else None
             try:
                 stop, reached = await self._drive(max_steps, self.limits.step_limit if step_limit is UNSET else step_limit)
             except asyncio.CancelledError:
@@ -467,9 +496,16 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
                     if self._status not in ("cancelled", "done"):  # cancelled between stations (a retry's backoff)
                         self._finish_cancel(node_id=None, attempt=None)
                     return  # the hooks recorded the cancellation; the caller asked for it
+                if self._timed_out is not None:
+                    task.uncancel()  # the lab's own cancellation, handled here: callers above never see it
+                    if self._status != "failed":  # timed out between stations (a retry's backoff, a provider)
+                        self._fail_run(self._timeout_error(self._timed_out, None))
+                    return
                 raise
             finally:
                 self._task = None
+                if timer is not None:
+                    timer.cancel()
             if reached is not None:
                 self._fail_run(self._step_limit_error(reached))
             self._after_stop(stop)
@@ -512,6 +548,21 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         )  # fmt: skip
         return stop, (limit if reached else None)
 
+    def _time_out(self, task: asyncio.Task[Any], seconds: float) -> None:
+        """The call's timeout ran out: cancel the step in flight (its hooks record the RunTimeout)."""
+        if self._task is not None and self._task[1] is task and not task.done():
+            self._timed_out = seconds
+            task.cancel()
+
+    def _timeout_error(self, seconds: float, node_id: str | None) -> RunTimeout:
+        where = f"station {node_id} was in flight and was cancelled" if node_id else "no station was in flight"
+        return RunTimeout(
+            f"run {self.id} ran out of its timeout of {seconds:g} s in one call; {where}. The run stopped at "
+            f"checkpoint {self._head}: run.run() resumes it from there (timeout=... for a longer one, None for none)",
+            run_id=self.id,
+            timeout=seconds,
+        )
+
     def _step_limit_error(self, limit: int) -> StepLimitError:
         nxt = ", ".join(self.next_stations) or "-"
         return StepLimitError(
@@ -523,11 +574,11 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             limit=limit,
         )
 
-    def _fail_run(self, error: LabError) -> None:
-        """The run stops at its head for a reason of its own (a limit), not a station's failure."""
+    def _fail_run(self, error: LabError, *, node_id: str | None = None, attempt: int | None = None) -> None:
+        """The run stops at its head for a reason of its own (a bound), not a station's failure."""
         err = {
-            "node_id": self.next_stations[0] if self.next_stations else None,
-            "attempt": None,
+            "node_id": node_id or (self.next_stations[0] if self.next_stations else None),
+            "attempt": attempt,
             "type": f"{type(error).__module__}.{type(error).__qualname__}",
             "message": str(error),
             "traceback": "",
@@ -537,7 +588,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         self._failure = error
         self._write(
             [
-                self._event_row("failed", node_id=err["node_id"], checkpoint_seq=self._head, payload=err),
+                self._event_row("failed", node_id=err["node_id"], attempt=attempt, checkpoint_seq=self._head, payload=err),
                 self.lab.store.update_row(self.id, status="failed", head_seq=self._head, error=err),
             ],
             sync=True,
@@ -673,6 +724,9 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         self._restore_head_state()
         if self._cancel_requested:
             self._finish_cancel(node_id=node_id, attempt=attempt)
+            return
+        if self._timed_out is not None:
+            self._fail_run(self._timeout_error(self._timed_out, node_id), node_id=node_id, attempt=attempt)
             return
         self._status = "interrupted"
         self._write(
