@@ -35,6 +35,7 @@ from .errors import (
     WaitOwnerError,
     WaitReentryError,
 )
+from .events import report_progress
 from .gates import CapabilityRequired, Gate, Verdict, granted, interrupt
 from .graph import BuiltGraph, LabGraph
 from .history import Checkpoint
@@ -60,6 +61,7 @@ __all__ = (
     "DEFAULT_STEP_LIMIT",
     "Limits",
     "Retry",
+    "report_progress",
     # gates and waits
     "Budgets",
     "Gate",

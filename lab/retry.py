@@ -200,7 +200,11 @@ class Retries:
         station, self._station = self._station, None
         self._restore_head_state()  # "on the same state" (seed 003): what the failed try changed is dropped
         # the next try gets what this one was given (a verdict, answers, grants), never a breakpoint
-        self._resume = StationContext(node_id, station.verdict, list(station.answers), dict(station.grants)) if station else StationContext(node_id)
+        self._resume = (
+            StationContext(node_id, station.verdict, list(station.answers), dict(station.grants), run=self)
+            if station
+            else StationContext(node_id, run=self)
+        )
         return self._note_retry(policy, tries, attempt, node_id, error, task=None)
 
     def task_retrying(self: Run, task: Task, attempt: int, error: Exception, failed_tries: int) -> float | None:  # type: ignore[misc]

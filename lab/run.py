@@ -14,7 +14,7 @@ import secrets
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +36,7 @@ from .errors import (
     StepLimitError,
     StoreError,
 )
+from .events import RunStream, running_run
 from .history import TimeTravel
 from .limits import UNSET, Limits, check_step_limit, check_timeout
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
@@ -135,6 +136,10 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         self._task: tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]] | None = None
         self._inflight_started: float = 0.0
         self._observers: list[Callable[[EventRecord], None]] = []
+        self._sinks: list[Callable[[list[EventRecord]], None]] = []
+        self._between: Callable[[], Awaitable[None]] | None = None
+        """A stream's wait at every boundary until its reader has taken what was written (backpressure)."""
+        """Streams: each gets every written batch of events (one journal transaction) at once."""
         self._stash: list[dict[str, Any]] = []
         """Journal rows of a batch-durability `entered`, written with the station's settlement."""
         self._last: StepResult | None = None
@@ -287,6 +292,40 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
     def settled_stations(self) -> dict[int, str]:
         """Checkpoint seq -> the station that settled into it (visit counts, timeline labels)."""
         return self.lab.store.settled_stations(self.id)
+
+    def stream(
+        self, max_steps: int | None = None, *, step_limit: int | None = UNSET, timeout: float | None = UNSET
+    ) -> RunStream:
+        """Drive the run as `run()` does, yielding typed events as they happen (seed 003 `stream`).
+
+        `async for ev in run.stream(): ...` on your loop, or `for ev in run.stream(): ...` in a cell.
+        Nothing runs until it is iterated; it ends with `Completed`, `Failed` or `Interrupted`
+        (failures are that final event, never raised); leaving the loop early pauses the run at
+        the next boundary. See lab.events.
+        """
+        if step_limit is not UNSET:
+            check_step_limit(step_limit, "run.stream")
+        if timeout is not UNSET:
+            check_timeout(timeout, "run.stream")
+        return RunStream(
+            self, lambda: self.arun(max_steps, step_limit=step_limit, timeout=timeout, raise_on_failure=False)
+        )
+
+    def _report_progress(self, node_id: str, value: Any, details: dict[str, Any]) -> None:
+        """A `progress` event from the node in flight (`report_progress`), written and streamed at once."""
+        task = self._task
+        if task is None:
+            return  # the drive is over (a blocking node still running after a timeout): nobody listens
+        loop = task[0]
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not loop:  # a blocking node's own thread: write from the run's loop
+            loop.call_soon_threadsafe(self._report_progress, node_id, value, details)
+            return
+        payload = {"value": _jsonable(value, "report_progress(value)"), "details": _jsonable(details, "report_progress(**details)")}
+        self._write([self._event_row("progress", node_id=node_id, checkpoint_seq=self._head, payload=payload)], sync=False)
 
     def on_event(self, callback: Callable[[EventRecord], None]) -> None:
         """Call `callback(event)` after each event is written. Its errors are logged, never raised."""
@@ -487,6 +526,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             loop = asyncio.get_running_loop()
             self._task = (loop, task)
             self._timed_out = None
+            running = running_run.set(self)  # report_progress() finds the run through it (node tasks copy it)
             seconds = self.limits.timeout if timeout is UNSET else timeout
             timer = loop.call_later(seconds, self._time_out, task, seconds) if seconds is not None else None
             try:
@@ -504,6 +544,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
                 raise
             finally:
                 self._task = None
+                running_run.reset(running)
                 if timer is not None:
                     timer.cancel()
             if reached is not None:
@@ -528,6 +569,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
                 max_steps=left if remaining is None else remaining if left is None else min(remaining, left),
                 should_pause=lambda: self._pause_requested or self._cancel_requested,
                 timeouts=getattr(self.graph, "node_timeouts", None),
+                between=self._between,
             )
             remaining = None if remaining is None else remaining - stop.settled
             left = None if left is None else left - stop.settled
@@ -782,7 +824,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             "payload": payload or {},
             "created_at": time.time(),
         }
-        if self._observers:
+        if self._observers or self._sinks:
             self._pending_events.append(
                 EventRecord(
                     run_id=self.id,
@@ -819,7 +861,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         self._notify()
 
     def _notify(self) -> None:
-        if self._observers:
+        if self._observers or self._sinks:
             events, self.__dict__["_pe"] = self._pending_events, []
             for ev in events:
                 for cb in list(self._observers):
@@ -827,6 +869,11 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
                         cb(ev)
                     except Exception:
                         log.exception("event observer failed on %s event of run %s", ev.kind, self.id)
+            for sink in list(self._sinks) if events else ():
+                try:
+                    sink(events)
+                except Exception:
+                    log.exception("event stream of run %s failed", self.id)
 
     def __repr__(self) -> str:
         nxt = ", ".join(self.next_stations) or "-"
@@ -839,6 +886,15 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         from .widgets import RunWidget
 
         display(RunWidget.for_run(self))
+
+
+def _jsonable(value: Any, what: str) -> Any:
+    from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+    try:
+        return to_jsonable_python(value)
+    except PydanticSerializationError as exc:
+        raise ArgumentError(f"{what} must be JSON-serialisable (numbers, strings, lists, dicts, dataclasses): {exc}") from None
 
 
 def _check_breakpoints(breakpoints: dict[str, Sequence[str]] | None, built: BuiltGraph) -> dict[str, list[str]] | None:

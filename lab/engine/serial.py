@@ -86,10 +86,12 @@ async def drive(
     max_steps: int | None,
     should_pause: Callable[[], bool],
     timeouts: Mapping[str, float] | None = None,
+    between: Callable[[], Awaitable[None]] | None = None,
 ) -> Stop:
     """Run stations from `pending` until End, a failure, `max_steps`, or `should_pause()`.
 
     `timeouts` gives some stations a time limit per try: past it the try fails with `NodeTimeout`.
+    `between` is awaited at every boundary before the next station (a stream waits there for its reader).
     """
     if len(pending) != 1:
         raise UnsupportedTopologyError(
@@ -106,6 +108,8 @@ async def drive(
             while True:
                 if max_steps is not None and settled >= max_steps:
                     return Stop("paused", settled)
+                if settled and between is not None:
+                    await between()
                 if settled and should_pause():
                     return Stop("paused", settled)
                 context = hooks.before(node_id=node_id, first=request is not None)

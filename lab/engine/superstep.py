@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncIterable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args, get_origin
 
@@ -171,16 +171,20 @@ async def drive_steps(
     max_steps: int | None,
     should_pause: Callable[[], bool],
     timeouts: Mapping[str, float] | None = None,
+    between: Callable[[], Awaitable[None]] | None = None,
 ) -> Stop:
     """Run super-steps from the frontier `pending` until End, a failure, a wait, `max_steps` or a pause.
 
     `timeouts` gives some stations a time limit per try: past it the try fails with `NodeTimeout`.
+    `between` is awaited at every boundary before the next step (a stream waits there for its reader).
     """
     frontier = list(pending)
     steps = 0
     while True:
         if max_steps is not None and steps >= max_steps:
             return Stop("paused", steps)
+        if steps and between is not None:
+            await between()
         if steps and should_pause():
             return Stop("paused", steps)
         tasks, _ = split_frontier(frontier)

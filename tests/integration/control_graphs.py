@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from pydantic_graph import BaseNode, End, GraphRunContext
 
-from lab import Lab, LabGraph, interrupt
+from lab import Lab, LabGraph, interrupt, report_progress
 
 
 @dataclass
@@ -104,4 +104,15 @@ class Asker(BaseNode[Laps, None, int]):
     async def run(self, ctx: GraphRunContext[Laps, None]) -> End[int]:
         answer = interrupt("go on?")
         ctx.state.log.append(str(answer))
+        return End(ctx.state.count)
+
+
+@dataclass
+class Working(BaseNode[Laps, None, int]):
+    """Reports its progress twice, then ends."""
+
+    async def run(self, ctx: GraphRunContext[Laps, None]) -> End[int]:
+        report_progress(0.5, stage="half")
+        ctx.state.count += 1
+        report_progress(1.0)
         return End(ctx.state.count)

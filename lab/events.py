@@ -1,0 +1,358 @@
+"""The typed event stream of a run: `async for ev in run.stream()` and `for ev in run.stream()`.
+
+Seed 003: a stream "emits a GraphEvent as each node starts and finishes and after every step,
+and ends with GraphEvent.Completed or GraphEvent.Interrupted. What a node passes to
+reportProgress while it runs arrives as a GraphEvent.NodeProgress [...] and a try of a node that
+failed and is followed by another as a GraphEvent.NodeRetry. Nothing runs until the flow is
+collected".
+
+`run.stream()` drives the run as `run.run()` does and yields, as they happen:
+
+| class | when | fields |
+| --- | --- | --- |
+| `NodeStarted` | a station (a parallel task) is about to run | `node_id`, `attempt`, `task` |
+| `NodeFinished` | it returned and its boundary is checkpointed | `node_id`, `attempt`, `checkpoint`, `next`, `ms`, `task` |
+| `StepCompleted` | after every step's checkpoint | `checkpoint`, `nodes` |
+| `NodeRetry` | a failed try that its retry policy follows with another | `node_id`, `attempt`, `try_number`, `of`, `error_type`, `message`, `delay` |
+| `NodeProgress` | a node called `report_progress(value, **details)` | `node_id`, `value`, `details` |
+| `NodeWarning` | a node called `warn(...)` (delivered with its settlement) | `node_id`, `message`, `details` |
+| `Waiting` | the run parked (gate, `interrupt()`, breakpoint, capability) | `node_id`, `wait_kind`, `prompt`, `owner`, `details` |
+| `Completed` | last: the run reached End | `output` |
+| `Failed` | last: a station failed, or a bound (step limit, timeout) | `node_id`, `error_type`, `message` |
+| `Interrupted` | last: the run stopped without ending | `reason`: `waiting`, `paused`, `cancelled` or `interrupted` |
+
+Every event has `run_id` and `seq` (the stored event's sequence number, None for `StepCompleted`
+and the final events, which are not stored rows). Nothing runs until the stream is iterated;
+leaving the loop early (`break`, closing the iterator) pauses the run at the next boundary: the
+station in flight finishes and is checkpointed, and `run.run()` goes on later. Each iteration of
+`run.stream()` is a new drive of the same run, as `run.run()` twice is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import queue
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from .gates import station_context
+
+if TYPE_CHECKING:
+    from .records import EventRecord
+    from .run import Run
+
+__all__ = (
+    "RunEvent",
+    "NodeStarted",
+    "NodeFinished",
+    "StepCompleted",
+    "NodeRetry",
+    "NodeProgress",
+    "NodeWarning",
+    "Waiting",
+    "Completed",
+    "Failed",
+    "Interrupted",
+    "RunStream",
+    "report_progress",
+    "running_run",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """What every stream event has: the run it belongs to and the stored event's sequence number."""
+
+    kind: ClassVar[str] = "event"
+    run_id: str
+    seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStarted(RunEvent):
+    kind: ClassVar[str] = "node_started"
+    node_id: str
+    attempt: int | None
+    task: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFinished(RunEvent):
+    kind: ClassVar[str] = "node_finished"
+    node_id: str
+    attempt: int | None
+    checkpoint: int | None
+    next: tuple[str, ...] = ()
+    ms: float | None = None
+    task: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepCompleted(RunEvent):
+    kind: ClassVar[str] = "step_completed"
+    checkpoint: int
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRetry(RunEvent):
+    kind: ClassVar[str] = "node_retry"
+    node_id: str
+    attempt: int | None
+    try_number: int
+    of: int
+    error_type: str
+    message: str
+    delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeProgress(RunEvent):
+    kind: ClassVar[str] = "node_progress"
+    node_id: str
+    value: Any
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeWarning(RunEvent):
+    kind: ClassVar[str] = "node_warning"
+    node_id: str
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting(RunEvent):
+    kind: ClassVar[str] = "waiting"
+    node_id: str
+    wait_kind: str
+    prompt: str | None = None
+    owner: str | None = None
+    details: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Completed(RunEvent):
+    kind: ClassVar[str] = "completed"
+    output: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Failed(RunEvent):
+    kind: ClassVar[str] = "failed"
+    node_id: str | None
+    error_type: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted(RunEvent):
+    kind: ClassVar[str] = "interrupted"
+    reason: Literal["waiting", "paused", "cancelled", "interrupted"]
+    node_id: str | None = None
+
+
+# -- from stored events to typed ones -------------------------------------------------------------
+
+
+def translate(batch: list[EventRecord]) -> list[RunEvent]:
+    """The typed events of one written batch (one journal transaction), in order.
+
+    A batch that settles a step ends with its `StepCompleted`. The run's own final events
+    (`done`, `failed`, `cancelled`, ...) are not translated: the stream ends with one final
+    event read from the run's status.
+    """
+    out: list[RunEvent] = []
+    step: int | None = None
+    nodes: list[str] = []
+    for ev in batch:
+        p = ev.payload or {}
+        if ev.kind == "entered":
+            out.append(NodeStarted(ev.run_id, ev.seq, ev.node_id or "?", ev.attempt, p.get("task")))
+        elif ev.kind == "settled":
+            nxt = tuple(p.get("next") or ())
+            out.append(NodeFinished(ev.run_id, ev.seq, ev.node_id or "?", ev.attempt, ev.checkpoint_seq, nxt, p.get("ms"), p.get("task")))
+            step = ev.checkpoint_seq
+            nodes.append(ev.node_id or "?")
+        elif ev.kind == "retry" and p.get("by") == "policy":
+            err = p.get("error") or {}
+            out.append(
+                NodeRetry(
+                    ev.run_id, ev.seq, ev.node_id or "?", ev.attempt, int(p.get("try", 0)), int(p.get("of", 0)),
+                    str(err.get("type", "")), str(err.get("message", "")), float(p.get("delay") or 0.0),
+                )
+            )  # fmt: skip
+        elif ev.kind == "progress":
+            out.append(NodeProgress(ev.run_id, ev.seq, ev.node_id or "?", p.get("value"), dict(p.get("details") or {})))
+        elif ev.kind == "warning":
+            details = {k: v for k, v in p.items() if k != "message"}
+            out.append(NodeWarning(ev.run_id, ev.seq, ev.node_id or "?", str(p.get("message", "")), details))
+        elif ev.kind == "waiting":
+            out.append(
+                Waiting(ev.run_id, ev.seq, ev.node_id or "?", str(p.get("kind")), p.get("prompt"), p.get("owner"), p.get("details"))
+            )
+    if step is not None:
+        out.append(StepCompleted(batch[0].run_id, None, step, tuple(nodes)))
+    return out
+
+
+def final_event(run: Run) -> RunEvent:
+    """How the drive ended, read from the run."""
+    status = run.status
+    nxt = run.next_stations[0] if run.next_stations else None
+    if status == "done":
+        return Completed(run.id, None, run.output)
+    if status == "failed":
+        err = run.error or {}
+        return Failed(run.id, None, err.get("node_id"), str(err.get("type", "")), str(err.get("message", "")))
+    if status == "waiting":
+        wait = run.wait
+        return Interrupted(run.id, None, "waiting", wait.node_id if wait is not None else nxt)
+    if status in ("cancelled", "interrupted"):
+        return Interrupted(run.id, None, status, nxt)  # type: ignore[arg-type]
+    return Interrupted(run.id, None, "paused", nxt)
+
+
+# -- progress from inside a node ------------------------------------------------------------------
+
+running_run: contextvars.ContextVar[Run | None] = contextvars.ContextVar("graph_lab_run", default=None)
+"""The run whose drive this code runs in (set by the run around a drive; node tasks copy it)."""
+
+
+def report_progress(value: Any = None, **details: Any) -> None:
+    """Report how far the running node got (seed 003 reportProgress): a `progress` event, live.
+
+    `value` and `details` must be JSON-serialisable (a number, a string, a dict...). A stream
+    yields it as `NodeProgress`; `run.events("progress")` keeps it.
+    """
+    ctx = station_context.get()
+    run = running_run.get()
+    if ctx is None or run is None:
+        raise RuntimeError("report_progress() is called from inside a node while a run steps it")
+    run._report_progress(ctx.node_id, value, details)
+
+
+# -- the stream -----------------------------------------------------------------------------------
+
+
+_DONE = object()
+
+
+class RunStream:
+    """`run.stream(...)`: iterate it with `async for` (on your loop) or `for` (it drives on the lab's loop).
+
+    The drive waits at every boundary until the reader has taken every event written so far (a
+    cold flow's backpressure), so leaving the loop stops the run right where the reader stood.
+    """
+
+    def __init__(self, run: Run, drive: Callable[[], Any]):
+        self._run = run
+        self._drive = drive  # makes the coroutine that drives the run (`run.arun(...)`)
+
+    def _attach(self, loop: asyncio.AbstractEventLoop, put: Callable[[Any], None]) -> asyncio.Event:
+        """Receive the run's batches through `put`; the event is set while the reader is caught up."""
+        caught_up = asyncio.Event()
+        caught_up.set()
+
+        def sink(batch: list[EventRecord]) -> None:
+            try:
+                on_loop = asyncio.get_running_loop() is loop
+            except RuntimeError:
+                on_loop = False
+            if on_loop:  # the drive's own writes: the next boundary must wait for this batch
+                caught_up.clear()
+                put(batch)
+            else:  # a write from another thread (an answer given while the stream waits)
+                loop.call_soon_threadsafe(caught_up.clear)
+                put(batch)
+
+        self._sink = sink
+        self._run._sinks.append(sink)
+        self._run._between = caught_up.wait
+        return caught_up
+
+    def _detach(self) -> None:
+        if self._sink in self._run._sinks:
+            self._run._sinks.remove(self._sink)
+        self._run._between = None
+
+    # -- async ------------------------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[RunEvent]:
+        return self._aiter()
+
+    async def _aiter(self) -> AsyncIterator[RunEvent]:
+        loop = asyncio.get_running_loop()
+        batches: asyncio.Queue[Any] = asyncio.Queue()
+        caught_up = self._attach(loop, batches.put_nowait)
+        task = asyncio.ensure_future(self._drive())
+        task.add_done_callback(lambda _t: batches.put_nowait(_DONE))
+        finished = False
+        try:
+            while True:
+                item = await batches.get()
+                if item is _DONE:
+                    break
+                for ev in translate(item):
+                    yield ev
+                if batches.empty():
+                    caught_up.set()
+            await task  # its exception (a bad argument, a BaseException) reaches the caller
+            finished = True
+            yield final_event(self._run)
+        finally:
+            self._detach()
+            caught_up.set()
+            if not finished and not task.done():  # the reader left: pause at the next boundary
+                self._run.pause()
+                await asyncio.shield(task)
+
+    # -- sync -------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[RunEvent]:
+        from .engine.loop import lab_loop
+
+        loop = lab_loop()
+        batches: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        caught_up = self._attach(loop, batches.put)
+        context = contextvars.copy_context()
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def start() -> None:
+            task = loop.create_task(self._drive(), context=context)
+
+            def done(t: asyncio.Task[Any]) -> None:
+                exc = None if t.cancelled() else t.exception()
+                if t.cancelled():
+                    fut.set_exception(concurrent.futures.CancelledError())
+                elif exc is not None:
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(None)
+                batches.put(_DONE)
+
+            task.add_done_callback(done)
+
+        finished = False
+        try:
+            loop.call_soon_threadsafe(start)
+            while True:
+                item = batches.get()
+                if item is _DONE:
+                    break
+                yield from translate(item)
+                if batches.empty():
+                    loop.call_soon_threadsafe(caught_up.set)
+            fut.result()
+            finished = True
+            yield final_event(self._run)
+        finally:
+            self._detach()
+            loop.call_soon_threadsafe(caught_up.set)
+            if not finished and not fut.done():  # the reader left: pause at the next boundary
+                self._run.pause()
+                concurrent.futures.wait([fut], timeout=60)
