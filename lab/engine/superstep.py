@@ -207,15 +207,21 @@ async def drive_steps(
             return Stop("failed", steps)
         hooks.step_settled(outcome)
         steps += 1
-        if outcome.end is not None:
-            return Stop("done", steps)
-        if outcome.failed:
-            return Stop("failed", steps)
-        if outcome.parked:
-            return Stop("waiting", steps)
-        if hooks.after_step(outcome):
-            return Stop("waiting", steps)
+        stop = _stop_after(hooks, outcome, steps)
+        if stop is not None:
+            return stop
         frontier = outcome.frontier
+
+
+def _stop_after(hooks: StepHooks, outcome: StepOutcome, steps: int) -> Stop | None:
+    """Why the run stops after a settled step (End, a failure, a wait, a breakpoint), or None to go on."""
+    if outcome.end is not None:
+        return Stop("done", steps)
+    if outcome.failed:
+        return Stop("failed", steps)
+    if outcome.parked or hooks.after_step(outcome):
+        return Stop("waiting", steps)
+    return None
 
 
 def _escape(hooks: StepHooks, tasks: Sequence[Task], attempts: dict[int, int], task: Task, exc: BaseException) -> None:
