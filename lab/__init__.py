@@ -45,6 +45,7 @@ from .manifest import Manifest, Station
 from .records import CheckpointRecord, EventRecord, PendingStation, RunRecord, Status, WaitRecord
 from .retry import Retry
 from .run import Run, StepResult
+from .subgraph import SubgraphError, run_subgraph
 from .waits import Budgets
 
 __all__ = (
@@ -62,6 +63,8 @@ __all__ = (
     "Limits",
     "Retry",
     "report_progress",
+    "run_subgraph",
+    "SubgraphError",
     # gates and waits
     "Budgets",
     "Gate",

@@ -146,6 +146,7 @@ class AdoptedGraph(Drawable, StationPolicies):
         breakpoints: dict[str, Sequence[str]] | None = None,
         step_limit: int | None = UNSET,
         timeout: float | None = UNSET,
+        parent: tuple[str, int | None] | None = None,
     ) -> Run:
         """Create a run that begins at the graph's start node with `inputs` (as `Graph.run` does).
 
@@ -184,6 +185,7 @@ class AdoptedGraph(Drawable, StationPolicies):
             breakpoints=breakpoints,
             step_limit=step_limit,
             timeout=timeout,
+            parent=parent,
         )
 
     def __repr__(self) -> str:

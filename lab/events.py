@@ -17,6 +17,7 @@ collected".
 | `NodeProgress` | a node called `report_progress(value, **details)` | `node_id`, `value`, `details` |
 | `NodeWarning` | a node called `warn(...)` (delivered with its settlement) | `node_id`, `message`, `details` |
 | `Waiting` | the run parked (gate, `interrupt()`, breakpoint, capability) | `node_id`, `wait_kind`, `prompt`, `owner`, `details` |
+| `SubgraphEvent` | any event of a subgraph's child run (lab.subgraph) | `node_id` (the parent's station), `child_run_id`, `event` |
 | `Completed` | last: the run reached End | `output` |
 | `Failed` | last: a station failed, or a bound (step limit, timeout) | `node_id`, `error_type`, `message` |
 | `Interrupted` | last: the run stopped without ending | `reason`: `waiting`, `paused`, `cancelled` or `interrupted` |
@@ -56,6 +57,8 @@ __all__ = (
     "Completed",
     "Failed",
     "Interrupted",
+    "SubgraphEvent",
+    "SubgraphBatch",
     "RunStream",
     "report_progress",
     "running_run",
@@ -136,6 +139,27 @@ class Waiting(RunEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class SubgraphEvent(RunEvent):
+    """An event of a subgraph's child run, inside its parent's stream (seed 003 SubgraphEvent)."""
+
+    kind: ClassVar[str] = "subgraph"
+    node_id: str
+    """The parent's station that runs the subgraph."""
+    child_run_id: str
+    event: RunEvent
+
+
+@dataclass(frozen=True, slots=True)
+class SubgraphBatch:
+    """A batch of a child run's events, handed to its parent's streams (lab.subgraph)."""
+
+    run_id: str
+    node_id: str
+    child_run_id: str
+    batch: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Completed(RunEvent):
     kind: ClassVar[str] = "completed"
     output: Any
@@ -159,13 +183,15 @@ class Interrupted(RunEvent):
 # -- from stored events to typed ones -------------------------------------------------------------
 
 
-def translate(batch: list[EventRecord]) -> list[RunEvent]:
+def translate(batch: list[EventRecord] | SubgraphBatch) -> list[RunEvent]:
     """The typed events of one written batch (one journal transaction), in order.
 
     A batch that settles a step ends with its `StepCompleted`. The run's own final events
     (`done`, `failed`, `cancelled`, ...) are not translated: the stream ends with one final
     event read from the run's status.
     """
+    if isinstance(batch, SubgraphBatch):
+        return [SubgraphEvent(batch.run_id, None, batch.node_id, batch.child_run_id, ev) for ev in translate(batch.batch)]
     out: list[RunEvent] = []
     step: int | None = None
     nodes: list[str] = []

@@ -244,6 +244,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         breakpoints: dict[str, Sequence[str]] | None = None,
         step_limit: int | None = UNSET,
         timeout: float | None = UNSET,
+        parent: tuple[str, int | None] | None = None,
     ) -> Run:
         """Create a run that will begin at `node` and write its first checkpoint.
 
@@ -260,7 +261,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             entry = start_entry(self, built, inputs)
             return start_run(
                 self, built, entry, state=state, deps=deps, durability=durability, batch_size=batch_size,
-                breakpoints=breakpoints, step_limit=step_limit, timeout=timeout,
+                breakpoints=breakpoints, step_limit=step_limit, timeout=timeout, parent=parent,
             )  # fmt: skip
         node_id = type(node).get_node_id() if isinstance(node, BaseNode) else None
         if node_id is None or node_id not in built.nodes:
@@ -283,6 +284,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             breakpoints=breakpoints,
             step_limit=step_limit,
             timeout=timeout,
+            parent=parent,
         )
 
     def __repr__(self) -> str:
@@ -303,8 +305,12 @@ def start_run(
     breakpoints: dict[str, Sequence[str]] | None,
     step_limit: int | None = UNSET,
     timeout: float | None = UNSET,
+    parent: tuple[str, int | None] | None = None,
 ) -> Run:
-    """Create a run of `g` (declared or adopted) at `entry`: default state, contract check, first checkpoint."""
+    """Create a run of `g` (declared or adopted) at `entry`: default state, contract check, first checkpoint.
+
+    `parent` is (run id, checkpoint) of the run whose station started this one as a subgraph.
+    """
     if step_limit is UNSET:
         step_limit = getattr(g, "step_limit", DEFAULT_STEP_LIMIT)
     if timeout is UNSET:
@@ -322,7 +328,7 @@ def start_run(
                 f"has no default; pass state=... to start ({exc})"
             ) from exc
     built.codec.check_contract(state)
-    from .lab import _note_run
+    from .lab import note_run
     from .run import Run
 
     run = Run.create(
@@ -337,8 +343,9 @@ def start_run(
         breakpoints=breakpoints,
         budgets=getattr(g, "budgets", None) or g.lab.budgets,
         limits=limits,
+        parent=parent,
     )
-    _note_run(run)
+    note_run(run)
     return run
 
 

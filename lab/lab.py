@@ -73,10 +73,14 @@ def current_run() -> Run | None:
     return _current_run
 
 
-def _note_run(run: Run | None) -> None:
-    """Record `run` as the current run (called by `g.start`, `run.fork` and `lab.resume`)."""
+def note_run(run: Run | None) -> None:
+    """Record `run` as the current run (called by `g.start`, `run.fork` and `lab.resume`; a subgraph
+    puts the parent's back after starting its child)."""
     global _current_run
     _current_run = run
+
+
+_note_run = note_run  # the name older callers import
 
 
 def _adopt_policies(

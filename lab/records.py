@@ -60,6 +60,8 @@ EventKind = Literal[
     "warning",
     "dropped",
     "call",
+    "progress",
+    "subgraph",
 ]
 """What an event observed. `dropped`: a parallel task whose result was discarded (a sibling
 reached End, or a join's reducer cancelled its siblings). `call`: a subroutine visit invoked a

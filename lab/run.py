@@ -183,6 +183,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         breakpoints: dict[str, Sequence[str]] | None = None,
         budgets: Budgets | None = None,
         limits: Limits | None = None,
+        parent: tuple[str, int | None] | None = None,
     ) -> Run:
         if durability not in ("step", "batch"):
             raise ValueError(f"durability must be 'step' or 'batch', got {durability!r}")
@@ -199,6 +200,8 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             head_seq=0,
             durability=durability,
             breakpoints=bps,
+            parent_run_id=parent[0] if parent else None,
+            parent_seq=parent[1] if parent else None,
         )
         budget_json = (budgets or Budgets()).to_json()
         limits_json = (limits or Limits()).to_json()

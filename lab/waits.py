@@ -538,7 +538,7 @@ class Waits:
         station = self._built.manifest.station(wait.node_id)
         if ids != [wait.node_id]:
             problem = f"its head checkpoint {self._head} would enter {', '.join(ids) or 'nothing'}"
-        elif wait.kind == "consent" and (station is None or station.kind != "gate"):
+        elif wait.kind == "consent" and (station is None or station.kind != "gate") and not _mirrors_subgraph(wait):
             problem = f"station {wait.node_id} is a {station.kind if station else 'missing'} station, not a gate"
         elif wait.kind == "delegate" and (station is None or station.kind != "delegated"):
             problem = f"station {wait.node_id} is a {station.kind if station else 'missing'} station, not a delegated one"
@@ -587,6 +587,11 @@ class Waits:
     def budgets(self: Run) -> Budgets:  # type: ignore[misc]
         """The capability budgets this run started with (kept across restarts and forks)."""
         return Budgets.from_counters(self._counters)
+
+
+def _mirrors_subgraph(wait: WaitRecord) -> bool:
+    """A wait that mirrors a parked subgraph's (lab.subgraph): any node may hold it, not only a gate."""
+    return isinstance(wait.details, dict) and isinstance(wait.details.get("subgraph"), dict)
 
 
 def _limits(counters: dict[str, Any]) -> dict[str, Any]:

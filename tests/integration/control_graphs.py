@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from pydantic_graph import BaseNode, End, GraphRunContext
 
-from lab import Lab, LabGraph, interrupt, report_progress
+from lab import Gate, Lab, LabGraph, Verdict, interrupt, report_progress, run_subgraph
 
 
 @dataclass
@@ -116,3 +116,78 @@ class Working(BaseNode[Laps, None, int]):
         ctx.state.count += 1
         report_progress(1.0)
         return End(ctx.state.count)
+
+
+# -- subgraphs: a parent whose station runs a child graph -------------------------------------------
+
+CHILD: dict[str, object] = {}
+"""The child graph `Delegate` runs (each test puts its own here)."""
+
+
+@dataclass
+class Note:
+    visits: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Intro(BaseNode[Note, None, str]):
+    """The child's first station: it must run once, also when the child is continued."""
+
+    async def run(self, ctx: GraphRunContext[Note, None]) -> AskName:
+        ctx.state.visits.append("Intro")
+        return AskName()
+
+
+@dataclass
+class AskName(BaseNode[Note, None, str]):
+    async def run(self, ctx: GraphRunContext[Note, None]) -> End[str]:
+        ctx.state.visits.append("AskName")
+        name = interrupt("whose name?")
+        return End(f"hello {name}")
+
+
+def child_graph(lab: Lab, name: str = "child") -> LabGraph:
+    g = lab.graph(name, state_type=Note, output_type=str)
+    g.node(Intro)
+    g.node(AskName)
+    return g
+
+
+@dataclass
+class Prepare(BaseNode[Laps, None, str]):
+    async def run(self, ctx: GraphRunContext[Laps, None]) -> Delegate:
+        ctx.state.log.append("prepare")
+        return Delegate()
+
+
+@dataclass
+class Delegate(BaseNode[Laps, None, str]):
+    """Runs the child graph as one station and keeps its output."""
+
+    async def run(self, ctx: GraphRunContext[Laps, None]) -> End[str]:
+        out = await run_subgraph(CHILD["graph"], Intro(), state=Note())
+        ctx.state.log.append(str(out))
+        return End(str(out))
+
+
+def parent_graph(lab: Lab, name: str = "parent") -> LabGraph:
+    g = lab.graph(name, state_type=Laps, output_type=str)
+    g.node(Prepare)
+    g.node(Delegate)
+    return g
+
+
+@dataclass
+class Confirm(Gate[Note]):
+    """A gate inside the child graph."""
+
+    prompt = "ship it?"
+
+    async def decide(self, ctx: GraphRunContext[Note, None], verdict: Verdict) -> End[str]:
+        return End("shipped" if verdict.approved else "held")
+
+
+def gated_child(lab: Lab, name: str = "gated_child") -> LabGraph:
+    g = lab.graph(name, state_type=Note, output_type=str)
+    g.node(Confirm)
+    return g

@@ -1,0 +1,166 @@
+"""Subgraphs: a node runs another lab graph as one station of its own run (seed 003 "Subgraphs").
+
+Seed 003: "A node added with StateGraph.subgraph runs another graph. That graph takes its own
+steps inside one step of this graph. When one of its nodes calls interrupt, this run pauses as
+well, and resume continues inside the subgraph, at the node that paused."
+
+Inside a node, `await run_subgraph(child_graph, ...)` starts a child run of a declared or adopted
+graph and drives it to its end; its output is the call's value. The child is a run of its own:
+its steps are checkpointed under its own run id, with lineage to the parent (`parent_run_id`,
+and `parent_seq`: the parent's checkpoint the station started from; `lab.lineage(parent_id)`
+lists it) and a `subgraph` event on the parent naming it.
+
+When the child parks (a gate, `interrupt()`, a breakpoint, a capability), the parent parks too,
+on a wait that mirrors the child's: a gate's consent as consent, anything else as an interrupt
+whose details name the child's wait. Answer the *parent* (`parent.approve()`,
+`parent.resume_with(x)`); its station runs again from the top, `run_subgraph` finds the child
+that parked (named in the answered wait), hands it the answer and continues it at the node that
+paused: no step of the child runs twice (LangGraph #8458 is the bug this avoids).
+
+Anything else the child ends with (failed, cancelled) fails the parent's station with
+`SubgraphError` naming the child; the child stays in the store as it was. A retry of the parent,
+or a time travel of the parent to before the station (a rewind, a fork), starts a fresh child: the
+old child's branch is no longer followed, and its history stays. A stream of the parent has the
+child's events, each inside a `SubgraphEvent` naming the station and the child run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import LabError, RunStateError
+from .events import SubgraphBatch, running_run
+from .gates import ConsentRequired, InterruptRequested, station_context
+
+if TYPE_CHECKING:
+    from .records import EventRecord, WaitRecord
+    from .run import Run
+
+__all__ = ("SubgraphError", "run_subgraph")
+
+
+class SubgraphError(LabError, RuntimeError):
+    """A subgraph's child run ended without reaching End (failed or cancelled); names the child."""
+
+    def __init__(self, message: str, *, child_run_id: str):
+        super().__init__(message)
+        self.child_run_id = child_run_id
+
+
+async def run_subgraph(
+    graph: Any, node: Any = None, *, inputs: Any = None, state: Any = None, deps: Any = None
+) -> Any:
+    """Run `graph` (a lab graph, declared or adopted) as a child of the running station; its output.
+
+    `node` / `inputs` / `state` / `deps` are what `graph.start(...)` takes (deps default to the
+    parent's). Call it with `await` inside a node's `run`.
+    """
+    station = station_context.get()
+    parent = running_run.get()
+    if station is None or parent is None:
+        raise RunStateError("run_subgraph() is awaited inside a node's run() while a lab run steps it")
+    child = _parked_child(parent, station.node_id)
+    if child is not None:
+        _hand_answer(child, station)
+    else:
+        child = _start_child(parent, station.node_id, graph, node, inputs, state, deps)
+    forward = _forwarder(parent, station.node_id, child.id)
+    child._sinks.append(forward)
+    try:
+        if child.status in ("created", "running", "queued", "waiting"):
+            await child.arun(raise_on_failure=False)
+    finally:
+        child._sinks.remove(forward)
+    if child.status == "done":
+        return child.output
+    if child.status == "waiting" and child.wait is not None:
+        raise _mirror(child, child.wait, station)
+    err = child.error or {}
+    raise SubgraphError(
+        f"subgraph run {child.id} of graph {child.graph.name!r} (station {station.node_id}) ended {child.status}"
+        + (f": {err.get('type', '')}: {err.get('message', '')}" if err else "")
+        + f"; look at it with lab.resume({child.id!r}), then retry this run (a retry starts a fresh child)",
+        child_run_id=child.id,
+    )
+
+
+def _start_child(parent: Run, node_id: str, graph: Any, node: Any, inputs: Any, state: Any, deps: Any) -> Run:
+    from .lab import current_run, note_run  # noqa: I001
+
+    shown = current_run()  # a child must not become the notebook's current run
+    base = _base_seq(parent)
+    try:
+        kwargs: dict[str, Any] = {"state": state, "deps": parent.deps if deps is None else deps, "parent": (parent.id, base)}
+        child = graph.start(node, **kwargs) if node is not None else graph.start(inputs=inputs, **kwargs)
+    finally:
+        note_run(shown)
+    parent._write(
+        [
+            parent._event_row(
+                "subgraph",
+                node_id=node_id,
+                checkpoint_seq=parent.head,
+                payload={"child_run": child.id, "child_graph": graph.name, "parent_seq": base},
+            )
+        ],
+        sync=True,
+    )
+    return child
+
+
+def _base_seq(parent: Run) -> int | None:
+    """The parent's checkpoint the station started from (below a waiting checkpoint, its parent)."""
+    wait = parent.wait
+    if wait is not None and parent.head is not None:
+        cp = parent.lab.store.checkpoint(parent.id, parent.head)
+        return cp.parent_seq if cp is not None else parent.head
+    return parent.head
+
+
+def _parked_child(parent: Run, node_id: str) -> Run | None:
+    """The child that parked this station, when the parent continues from that (answered) wait."""
+    wait = parent._wait
+    if wait is None or wait.checkpoint_seq != parent.head or wait.node_id != node_id or wait.resolution is None:
+        return None
+    child_id = ((wait.details or {}).get("subgraph") or {}).get("run") if isinstance(wait.details, dict) else None
+    if not child_id:
+        return None
+    live = parent.lab._live.get(child_id)
+    return live if live is not None else parent.lab.resume(child_id, deps=parent.deps)
+
+
+def _hand_answer(child: Run, station: Any) -> None:
+    """Give the parked child the answer its parent received (the same wait, mirrored)."""
+    wait = child.wait
+    if child.status != "waiting" or wait is None or wait.resolution is not None:
+        return  # answered already (on the child itself): it goes on as it is
+    if wait.kind == "consent" and station.verdict is not None:
+        (child.approve if station.verdict.approved else child.deny)(station.verdict.note, owner=wait.owner)
+        return
+    answer = station.answers[station.used] if station.used < len(station.answers) else None
+    station.used += 1
+    if wait.kind == "interrupt":
+        child.resume_with(answer, owner=wait.owner)
+    elif wait.kind == "capability":
+        child.grant(wait.details.get("capability"), answer, owner=wait.owner)
+    # a breakpoint continues when the child is driven again
+
+
+def _mirror(child: Run, wait: WaitRecord, station: Any) -> Exception:
+    """The parent's wait for a parked child: consent as consent, everything else as an interrupt."""
+    link = {"run": child.id, "graph": child.graph.name, "node": wait.node_id, "kind": wait.kind, "owner": wait.owner}
+    details = {"subgraph": link, "prompt": wait.prompt, "details": wait.details}
+    if wait.kind == "consent":
+        signal = ConsentRequired(wait.prompt or f"subgraph {child.graph.name}: {wait.node_id} asks for consent", details)
+        return signal
+    return InterruptRequested(details, list(station.answers))
+
+
+def _forwarder(parent: Run, node_id: str, child_id: str) -> Any:
+    """A sink on the child that hands its batches to the parent's streams, marked as a subgraph's."""
+
+    def forward(batch: list[EventRecord]) -> None:
+        for sink in list(parent._sinks):
+            sink(SubgraphBatch(parent.id, node_id, child_id, batch))  # type: ignore[arg-type]
+
+    return forward
