@@ -115,6 +115,16 @@ def _event_summary(ev: EventRecord) -> str:
         return f"output {json.dumps(p.get('output'), default=str)}"
     if kind == "started":
         return f"entry {p.get('entry', '')}"
+    if kind == "retry":
+        if p.get("by") != "policy":
+            return "attempted again (run.retry())"
+        err = p.get("error") or {}
+        return f"try {p.get('try')} of {p.get('of')} failed: {err.get('type', '')}: {err.get('message', '')} · tried again"
+    if kind == "progress":
+        extra = f" {json.dumps(p['details'], default=str)}" if p.get("details") else ""
+        return f"progress {json.dumps(p.get('value'), default=str)}{extra}"
+    if kind == "subgraph":
+        return f"child run {p.get('child_run')} of {p.get('child_graph')}"
     return ""
 
 
@@ -181,8 +191,10 @@ def status_line(
     note: str = "",
     *,
     label: str | None = None,
+    bounds: str = "",
 ) -> str:
-    """The widget's header; `label` is the status in words (`paused` for an idle `running` run)."""
+    """The widget's header; `label` is the status in words (`paused` for an idle `running` run);
+    `bounds` the run's step limit and timeout."""
     marks = {
         "created": "○",
         "running": "▶",
@@ -201,5 +213,7 @@ def status_line(
         f'{CSS}<div class="gl-status"><b>{escape(graph)}@{revision}</b> · <code>{escape(run_id)}</code> · '
         f'<span class="gl-run-status" data-status="{escape(status)}" data-label="{escape(word)}">'
         f"{marks.get(word, '')} {escape(word)}</span>"
-        f" · head {escape(str(head))} · next {escape(nexts)}{extra}</div>"
+        f" · head {escape(str(head))} · next {escape(nexts)}"
+        + (f' · <span class="gl-bounds">{escape(bounds)}</span>' if bounds else "")
+        + f"{extra}</div>"
     )

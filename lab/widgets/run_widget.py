@@ -430,9 +430,14 @@ class RunWidget(widgets.VBox):
     def _show_run(self) -> None:
         run = self._run
         note = f"{self._action.lower()} in progress…" if self.busy and self._action else ""
+        limits = getattr(run, "limits", None)
+        bounds = ""
+        if limits is not None:
+            bounds = f"step limit {limits.step_limit if limits.step_limit is not None else 'none'}"
+            bounds += f" · timeout {limits.timeout:g} s" if limits.timeout is not None else ""
         self.header.value = H.status_line(
             run.id, run.graph.name, run.revision, run.status, run.head, run.next_stations, note,
-            label=self.status_label,
+            label=self.status_label, bounds=bounds,
         )
         msgs = [self._alert] if self._alert else []
         if run.status == "failed" and run.error:
