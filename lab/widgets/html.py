@@ -115,6 +115,11 @@ def _event_summary(ev: EventRecord) -> str:
         return f"output {json.dumps(p.get('output'), default=str)}"
     if kind == "started":
         return f"entry {p.get('entry', '')}"
+    return _control_summary(kind, p)
+
+
+def _control_summary(kind: str, p: dict[str, Any]) -> str:
+    """Run-control events (docs/control.md): a retry policy's failed try, progress, a subgraph's child."""
     if kind == "retry":
         if p.get("by") != "policy":
             return "attempted again (run.retry())"
