@@ -158,7 +158,15 @@ class NodeExecutionError(LabError, RuntimeError):
     `entered` event); the station's own exception is `__cause__` and `original`.
     """
 
-    def __init__(self, message: str, *, run_id: str, node_id: str | None, attempt: int | None, original: BaseException | None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        attempt: int | None = None,
+        original: BaseException | None = None,
+    ):
         super().__init__(message)
         self.run_id = run_id
         self.node_id = node_id

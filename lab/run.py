@@ -652,6 +652,11 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         if isinstance(failure, (StepLimitError, RunTimeout)):
             raise failure
         err = self._error or {}
+        if isinstance(failure, NodeExecutionError):  # a reducer's or an edge's (it names them)
+            failure.run_id = failure.run_id or self.id
+            failure.node_id = failure.node_id or err.get("node_id")
+            failure.attempt = failure.attempt if failure.attempt is not None else err.get("attempt")
+            raise failure
         node_id, attempt = err.get("node_id"), err.get("attempt")
         raise NodeExecutionError(
             f"run {self.id}: station {node_id} failed (attempt {attempt}): {type(failure).__name__}: {failure}. "

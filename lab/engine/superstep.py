@@ -35,7 +35,7 @@ from pydantic_graph.paths import DestinationMarker, LabelMarker, Path, Transform
 from pydantic_graph.step import NodeStep, Step, StepContext, StepNode
 from pydantic_graph.util import unpack_type_expression
 
-from ..errors import GraphDefinitionError
+from ..errors import EdgeConditionError, GraphDefinitionError, ReducerError
 from ..gates import StationContext, WaitSignal, station_context
 from .serial import Stop, _wait_signal, within
 from .tasks import Fork, ForkStack, JoinAcc, Task
@@ -493,7 +493,16 @@ class _Step:
         native_state = JoinState(acc.value, (), acc.cancelled_siblings)
         ctx = ReducerContext(state=self.state, deps=self.deps, join_state=native_state)
         self.settling = join_id
-        acc.value = join.reduce(ctx, acc.value, value)
+        try:
+            acc.value = join.reduce(ctx, acc.value, value)
+        except Exception as exc:
+            name = getattr(join.reducer, "__qualname__", repr(join.reducer))
+            raise ReducerError(
+                f"the reducer {name} of join {join_id} raised {type(exc).__name__}: {exc}; the step is not "
+                "checkpointed (its head stays), fix the reducer and retry the run",
+                node_id=join_id,
+                original=exc,
+            ) from exc
         acc.arrived += 1
         if native_state.cancelled_sibling_tasks:
             acc.cancelled_siblings = True
@@ -652,7 +661,11 @@ class _Router:
                 await self.dest(item.destination_id, value, stack, out)
                 return
             if isinstance(item, TransformMarker):
-                value = item.transform(StepContext(state=self.state, deps=self.deps, inputs=value))
+                value = _condition(
+                    f"the transform {getattr(item.transform, '__qualname__', item.transform)} on an edge",
+                    item.transform,
+                    StepContext(state=self.state, deps=self.deps, inputs=value),
+                )
             elif not isinstance(item, LabelMarker):
                 raise GraphDefinitionError(f"unexpected path item {item!r} in a built graph")
             path = path.next_path
@@ -667,7 +680,7 @@ class _Router:
             await self.fork(node, value, stack, out)
         elif isinstance(node, Decision):
             for branch in node.branches:
-                if _matches(branch, value):
+                if _condition(f"the condition of a branch of decision {node_id}", _matches, branch, value):
                     await self.path(branch.path, value, stack, out)
                     return
             raise RuntimeError(f"No branch matched inputs {value!r} for decision node {node_id}.")
@@ -696,6 +709,14 @@ class _Router:
                 i += 1
         else:
             raise RuntimeError(f"Cannot map non-iterable value: {value!r}")
+
+
+def _condition(what: str, call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)`: an edge's transform or a decision's test; what it raises becomes an `EdgeConditionError` naming it."""
+    try:
+        return call(*args)
+    except Exception as exc:
+        raise EdgeConditionError(f"{what} raised {type(exc).__name__}: {exc}", original=exc) from exc
 
 
 def _matches(branch: DecisionBranch[Any], value: Any) -> bool:

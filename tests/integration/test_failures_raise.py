@@ -9,10 +9,13 @@ the run is the same either way; a call's own setting wins over the lab's.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
+from pydantic_graph import GraphBuilder, StepContext
+from pydantic_graph.join import reduce_list_append
 
-from lab import Lab, NodeExecutionError
+from lab import EdgeConditionError, Lab, NodeExecutionError, ReducerError
 from tests.integration.control_graphs import Laps, Ok, failing
 
 
@@ -93,3 +96,56 @@ def test_every_lab_of_one_file_shares_the_setting(db_path: str) -> None:
         g.start(Ok(), state=Laps()).run()  # the run's lab is `first`
     assert Lab(db_path).raise_on_failure is True  # opening again without saying keeps it
     first.close()
+
+
+def _fan(reducer: Any = None, matches: Any = None) -> Any:
+    g = GraphBuilder(state_type=Laps, input_type=list[int], output_type=list[int])
+
+    @g.step
+    async def work(ctx: StepContext[Laps, None, int]) -> int:
+        return ctx.inputs
+
+    collect = g.join(reducer or reduce_list_append, initial_factory=list[int], node_id="collect")
+    if matches is None:
+        g.add(g.edge_from(g.start_node).map().to(work), g.edge_from(work).to(collect))
+    else:
+        g.add(
+            g.edge_from(g.start_node).map().to(work),
+            g.edge_from(work).to(g.decision(node_id="route").branch(g.match(int, matches=matches).to(collect))),
+        )
+    g.add(g.edge_from(collect).to(g.end_node))
+    return g.build()
+
+
+def test_a_raising_reducer_is_a_reducer_error_naming_the_join() -> None:
+    """Seed 003: "A failure of the reducer or of the condition of an edge is rethrown as
+    ReducerException or EdgeConditionException." The lab's errors name the join or the edge."""
+
+    def picky(current: list[int], item: int) -> list[int]:
+        if item == 2:
+            raise ValueError("no twos")
+        return [*current, item]
+
+    lab = Lab(":memory:")
+    run = lab.adopt(_fan(reducer=picky), name="picky").start(inputs=[1, 2, 3], state=Laps())
+    with pytest.raises(ReducerError, match="join collect") as info:
+        run.run(raise_on_failure=True)
+    assert info.value.node_id == "collect" and isinstance(info.value.__cause__, ValueError)
+    assert info.value.run_id == run.id
+    assert run.status == "failed" and run.error["type"] == "lab.errors.ReducerError"  # type: ignore[index]
+    assert run.error["node_id"] == "collect"  # type: ignore[index]
+
+
+def test_a_raising_edge_condition_is_an_edge_condition_error_naming_the_decision() -> None:
+    def shaky(value: int) -> bool:
+        raise KeyError("lookup failed")
+
+    lab = Lab(":memory:")
+    run = lab.adopt(_fan(matches=shaky), name="shaky").start(inputs=[1], state=Laps())
+    run.run()
+    assert run.status == "failed" and run.error["type"] == "lab.errors.EdgeConditionError"  # type: ignore[index]
+    assert "decision route" in run.error["message"]  # type: ignore[index]
+    with pytest.raises(EdgeConditionError) as info:  # a NodeExecutionError that names the edge
+        run.retry(raise_on_failure=True)
+    assert isinstance(info.value.__cause__, KeyError)
+    assert (info.value.run_id, info.value.node_id) == (run.id, "work")  # the task whose result it routed
