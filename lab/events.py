@@ -259,7 +259,7 @@ def report_progress(value: Any = None, **details: Any) -> None:
     run = running_run.get()
     if ctx is None or run is None:
         raise RuntimeError("report_progress() is called from inside a node while a run steps it")
-    run._report_progress(ctx.node_id, value, details)
+    run.record_progress(ctx.node_id, value, details)
 
 
 # -- the stream -----------------------------------------------------------------------------------
@@ -296,15 +296,11 @@ class RunStream:
                 loop.call_soon_threadsafe(caught_up.clear)
                 put(batch)
 
-        self._sink = sink
-        self._run._sinks.append(sink)
-        self._run._between = caught_up.wait
+        self._stop = self._run.watch(sink, between=caught_up.wait)
         return caught_up
 
     def _detach(self) -> None:
-        if self._sink in self._run._sinks:
-            self._run._sinks.remove(self._sink)
-        self._run._between = None
+        self._stop()
 
     # -- async ------------------------------------------------------------------------------
 

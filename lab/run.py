@@ -314,7 +314,36 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             self, lambda: self.arun(max_steps, step_limit=step_limit, timeout=timeout, raise_on_failure=False)
         )
 
-    def _report_progress(self, node_id: str, value: Any, details: dict[str, Any]) -> None:
+    def watch(
+        self, sink: Callable[[Any], None], *, between: Callable[[], Awaitable[None]] | None = None
+    ) -> Callable[[], None]:
+        """Hand `sink` every batch of events this run writes (one journal transaction at a time).
+
+        For streams and subgraphs (lab.events, lab.subgraph); `between` is awaited at every
+        boundary of the next drives (a stream's backpressure). Returns the function that stops it.
+        """
+        self._sinks.append(sink)
+        if between is not None:
+            self._between = between
+
+        def stop() -> None:
+            if sink in self._sinks:
+                self._sinks.remove(sink)
+            if between is not None and self._between is between:
+                self._between = None
+
+        return stop
+
+    def relay(self, batch: Any) -> None:
+        """Hand `batch` (a subgraph child's events) to whatever watches this run."""
+        for sink in list(self._sinks):
+            sink(batch)
+
+    def record_event(self, kind: str, *, node_id: str | None = None, payload: dict[str, Any] | None = None) -> None:
+        """Write one event of this run at its head, through to the journal (a subgraph's link)."""
+        self._write([self._event_row(kind, node_id=node_id, checkpoint_seq=self._head, payload=payload)], sync=True)
+
+    def record_progress(self, node_id: str, value: Any, details: dict[str, Any]) -> None:
         """A `progress` event from the node in flight (`report_progress`), written and streamed at once."""
         task = self._task
         if task is None:
@@ -325,7 +354,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         except RuntimeError:
             running = None
         if running is not loop:  # a blocking node's own thread: write from the run's loop
-            loop.call_soon_threadsafe(self._report_progress, node_id, value, details)
+            loop.call_soon_threadsafe(self.record_progress, node_id, value, details)
             return
         payload = {"value": _jsonable(value, "report_progress(value)"), "details": _jsonable(details, "report_progress(**details)")}
         self._write([self._event_row("progress", node_id=node_id, checkpoint_seq=self._head, payload=payload)], sync=False)

@@ -64,13 +64,12 @@ async def run_subgraph(
         _hand_answer(child, station)
     else:
         child = _start_child(parent, station.node_id, graph, node, inputs, state, deps)
-    forward = _forwarder(parent, station.node_id, child.id)
-    child._sinks.append(forward)
+    stop = child.watch(_forwarder(parent, station.node_id, child.id))
     try:
         if child.status in ("created", "running", "queued", "waiting"):
             await child.arun(raise_on_failure=False)
     finally:
-        child._sinks.remove(forward)
+        stop()
     if child.status == "done":
         return child.output
     if child.status == "waiting" and child.wait is not None:
@@ -94,17 +93,7 @@ def _start_child(parent: Run, node_id: str, graph: Any, node: Any, inputs: Any, 
         child = graph.start(node, **kwargs) if node is not None else graph.start(inputs=inputs, **kwargs)
     finally:
         note_run(shown)
-    parent._write(
-        [
-            parent._event_row(
-                "subgraph",
-                node_id=node_id,
-                checkpoint_seq=parent.head,
-                payload={"child_run": child.id, "child_graph": graph.name, "parent_seq": base},
-            )
-        ],
-        sync=True,
-    )
+    parent.record_event("subgraph", node_id=node_id, payload={"child_run": child.id, "child_graph": graph.name, "parent_seq": base})
     return child
 
 
@@ -119,14 +108,20 @@ def _base_seq(parent: Run) -> int | None:
 
 def _parked_child(parent: Run, node_id: str) -> Run | None:
     """The child that parked this station, when the parent continues from that (answered) wait."""
-    wait = parent._wait
-    if wait is None or wait.checkpoint_seq != parent.head or wait.node_id != node_id or wait.resolution is None:
+    from .lab import current_run, note_run
+
+    answered = [
+        w for w in parent.waits()
+        if w.checkpoint_seq == parent.head and w.node_id == node_id and w.resolution is not None
+        and isinstance(w.details, dict) and isinstance(w.details.get("subgraph"), dict)
+    ]  # fmt: skip
+    if not answered:
         return None
-    child_id = ((wait.details or {}).get("subgraph") or {}).get("run") if isinstance(wait.details, dict) else None
-    if not child_id:
-        return None
-    live = parent.lab._live.get(child_id)
-    return live if live is not None else parent.lab.resume(child_id, deps=parent.deps)
+    shown = current_run()
+    try:
+        return parent.lab.resume(answered[-1].details["subgraph"]["run"], deps=parent.deps)
+    finally:
+        note_run(shown)
 
 
 def _hand_answer(child: Run, station: Any) -> None:
@@ -160,7 +155,6 @@ def _forwarder(parent: Run, node_id: str, child_id: str) -> Any:
     """A sink on the child that hands its batches to the parent's streams, marked as a subgraph's."""
 
     def forward(batch: list[EventRecord]) -> None:
-        for sink in list(parent._sinks):
-            sink(SubgraphBatch(parent.id, node_id, child_id, batch))  # type: ignore[arg-type]
+        parent.relay(SubgraphBatch(parent.id, node_id, child_id, batch))
 
     return forward
