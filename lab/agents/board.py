@@ -26,7 +26,7 @@ from ..engine.loop import lab_loop, run_sync
 from ..errors import RunStateError
 from ..records import JobRecord, WaitRecord
 from ..store.jobs import JobTables
-from .errors import AgentJobStateError, AgentRequestConflict, AgentRuntimeError
+from .errors import AgentJobStateError, AgentRequestConflict, AgentResultError, AgentRuntimeError
 from .files import JobFiles, alive, process_identity
 from .job import AgentJob
 from .lifecycle import LIVE, TERMINALS, allowed_from, request_digest, request_id_for
@@ -383,9 +383,32 @@ class AgentBoard:
 
         rec = self._lost(request_id, "provide a result for")
         output = to_jsonable_python(result)
+        self._check_result(rec, output)
         self._record(request_id, "provided", {"by": "person", "output": output, "note": note})
         self._answer_wait(rec, "provide", output=output)
         return AgentJob(self, request_id)
+
+    def _check_result(self, rec: JobRecord, output: Any) -> None:
+        """A result given by hand must fit the station's result type before it answers the wait."""
+        from pydantic import TypeAdapter, ValidationError
+
+        from .node import result_type_of
+
+        run = self.store.live_runs.get(rec.run_id or "")
+        cls = run._built.nodes.get(rec.node_id) if run is not None else None
+        if cls is None:
+            return
+        rtype = result_type_of(cls)
+        if rtype is Any:
+            return
+        try:
+            TypeAdapter(rtype).validate_python(output)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise AgentResultError(
+                f"the result for {rec.node_id} does not fit its result type {getattr(rtype, '__qualname__', rtype)}: "
+                f"{first.get('msg')} at {list(first.get('loc', ()))}; nothing was recorded, give a result of that shape"
+            ) from None
 
     def _lost(self, request_id: str, action: str) -> JobRecord:
         rec = self.store.job(request_id)

@@ -183,7 +183,12 @@ def result_type_of(cls: type) -> Any:
         holder = lambda: None  # noqa: E731 - only the result's annotation (the return hint may name later nodes)
         holder.__annotations__ = {"result": raw}
         return get_type_hints(holder, globalns=route.__globals__).get("result", Any)
-    except (NameError, TypeError, ValueError, AttributeError):
+    except NameError as exc:
+        raise AgentResultError(
+            f"{cls.__name__}.route's result annotation names {exc.name!r}, which its module does not define; "
+            f"import it there, or set result_type = ... on {cls.__name__}"
+        ) from None
+    except (TypeError, ValueError, AttributeError):
         return Any
 
 

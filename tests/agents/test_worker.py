@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from lab import Lab
-from lab.agents import AgentJobStateError
+from lab.agents import AgentJobStateError, AgentResultError
 
 from .graphs import declare
 
@@ -78,6 +78,9 @@ def test_a_person_provides_the_result_of_a_lost_job(lab, release):
     run, lost = _start_lost(lab)
     with pytest.raises(AgentJobStateError, match="not LOST"):
         lab.agents.submit("other", "planner", {"prompt": "x"}).wait().provide({"title": "t", "points": []})
+    with pytest.raises(AgentResultError, match="does not fit its result type Plan"):
+        lost.provide({"title": "no points"})  # checked before anything is recorded
+    assert run.wait.resolution is None and "provided" not in [e.kind for e in lost.events()]
     lost.provide({"title": "By hand", "points": ["typed", "in"]}, note="I wrote it")
     run.run()
     assert run.status == "done" and run.output == "By hand: typed, in"
