@@ -588,6 +588,9 @@ class AgentBoard:
                 if batch:
                     self._record_many(rid, batch)
                     batch = []
+                now = self.store.job(rid)
+                if now is None or now.status not in allowed_from(status):
+                    continue  # recorded already (another process follows the same worker), or it ended
                 extra = {"worker": {**(self.store.job(rid).worker or {}), **item["worker"]}} if "worker" in item else {}  # type: ignore[union-attr]
                 self.store.transition_job(rid, status, allowed_from=allowed_from(status), payload={"line": i}, **extra)
                 self._notify(rid)

@@ -132,12 +132,20 @@ class JobTables:
         return bool(applied)
 
     def add_job_events(self, request_id: str, events: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """Append observations of a running job (agent messages, usage); they never change its status."""
+        """Append observations of a running job (agent messages, usage); they never change its status.
+
+        An observation read from a worker's progress file carries its `line`: a line already recorded
+        (another process following the same worker) is not recorded twice."""
         if not events:
             return
         now = _now()
         with self._job_tx() as con:
             for kind, payload in events:
+                if "line" in payload and con.execute(
+                    "SELECT 1 FROM job_events WHERE request_id = ? AND CAST(payload->>'line' AS BIGINT) = ?",
+                    [request_id, payload["line"]],
+                ).fetchone():
+                    continue
                 _event(con, request_id, kind, None, None, payload, now)
 
     def job(self, request_id: str) -> JobRecord | None:

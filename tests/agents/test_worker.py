@@ -20,6 +20,7 @@ import pytest
 
 from lab import Lab
 from lab.agents import AgentJobStateError, AgentResultError
+from lab.agents.files import JobFiles
 
 from .graphs import declare
 
@@ -137,6 +138,9 @@ def test_kernel_killed_while_its_worker_runs_result_adopted_on_reopen(tmp_path, 
         job = lab.agents.job(request_id)
         assert job.status == "SUCCEEDED" and job.output == {"title": "Slow", "points": ["done"]}  # adopted on open
         assert job.events()[-1].payload == {"by": "worker"}
+        before = len(job.events())
+        lab.agents._ingest(request_id, JobFiles(result.parent), 0)  # as a second process following it would
+        assert len(job.events()) == before  # every progress line is recorded once
         declare(lab, runtime="slow-worker")
         lab.agents.register("slow-worker", target="tests.agents.agent_defs:slow_planner", runner="subprocess")
         run = lab.resume(run_id)
