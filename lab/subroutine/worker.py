@@ -4,6 +4,9 @@ Reads `{"input": ..., "params": ...}` (JSON) on stdin. The store holds at most t
 invocation: the first time the child starts there; when the parent evaluates the call again (a
 retry, or a resume after it died), the child run found there continues from its own head. The
 last line on stdout is `{"run_id", "status", "output", "error", "pid"}`.
+
+A child whose parent died alone keeps running as an orphan and holds its store; the worker of the
+parent's next evaluation waits for it (`--wait` seconds, default 600) and then takes its result.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any
 
 __all__ = ("main",)
@@ -21,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.subroutine.worker")
     parser.add_argument("--store", required=True)
     parser.add_argument("--target", required=True)
+    parser.add_argument(
+        "--wait", type=float, default=600.0, help="seconds to wait for a store held by an orphaned child"
+    )
     args = parser.parse_args(argv)
     request = json.loads(sys.stdin.read() or "{}")
 
@@ -30,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     from .calls import resolve_target
 
     definition = resolve_target(args.target)
-    lab = Lab(args.store)
+    lab = _open(Lab, args.store, args.wait)
     try:
         sub = lab.subroutine(definition)
         runs = lab.runs(graph=sub.name)
@@ -59,6 +66,20 @@ def main(argv: list[str] | None = None) -> int:
         lab.close()
     print(json.dumps(result, default=str))
     return 0
+
+
+def _open(lab_type: Any, path: str, wait: float) -> Any:
+    """The child's lab; while an orphaned child process of an earlier evaluation holds it, wait."""
+    from ..errors import StoreLockedError
+
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return lab_type(path)
+        except StoreLockedError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
 
 
 if __name__ == "__main__":
