@@ -513,9 +513,8 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
     def _check_runnable(self) -> None:
         if self._status in ("done", "cancelled"):
             raise RunStateError(f"run {self.id} is {self._status}; start a new run or fork this one")
-        if self._status == "failed" and (self._error or {}).get("type") in _LIMIT_ERRORS:
-            self._continue_after_limit()
-        if self._status == "failed":
+        bounded = self._status == "failed" and (self._error or {}).get("type") in _LIMIT_ERRORS
+        if self._status == "failed" and not bounded:
             station = (self._error or {}).get("node_id", "?")
             message = (self._error or {}).get("message", "")
             raise RunStateError(
@@ -529,6 +528,8 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         current = self.graph.build()
         if current.manifest.digest != self._built.manifest.digest:
             raise RevisionMismatchError(self.lab._mismatch_message(self.id, self._built.manifest, current.manifest))
+        if bounded:  # stopped by its step limit or timeout, not by a station: it goes on from its head
+            self._continue_after_limit()
 
     def _continue_after_limit(self) -> None:
         """A run stopped by its step limit or timeout goes on from its head when driven again."""

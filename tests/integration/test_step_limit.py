@@ -9,10 +9,12 @@ a parallel run counts one per super-step; a bad limit is refused by name.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 import pytest
+from pydantic_graph import BaseNode, End, GraphRunContext
 
-from lab import DEFAULT_STEP_LIMIT, ArgumentError, Lab, StepLimitError
+from lab import DEFAULT_STEP_LIMIT, ArgumentError, Lab, RevisionMismatchError, StepLimitError
 from tests.integration import parallel_graphs as pg
 from tests.integration.control_graphs import Laps, Spin, spinner
 
@@ -120,3 +122,21 @@ def test_a_bad_limit_is_refused_by_name(bad: object) -> None:
     with pytest.raises(ArgumentError, match="step_limit="):
         lab.graph("other", step_limit=bad)  # type: ignore[arg-type]
     assert run.status == "created" and run.head == 0
+
+
+def test_a_changed_graph_is_refused_before_a_limited_run_goes_on() -> None:
+    """Continuing after the limit checks the pinned revision first: a refusal changes nothing."""
+    lab = Lab(":memory:")
+    g = spinner(lab)
+    run = g.start(Spin(), state=Laps(), step_limit=2)
+    run.run()
+
+    @g.node
+    @dataclass
+    class Extra(BaseNode[Laps, None, int]):
+        async def run(self, ctx: GraphRunContext[Laps, None]) -> End[int]:
+            return End(0)
+
+    with pytest.raises(RevisionMismatchError):
+        run.run(step_limit=5)
+    assert run.status == "failed" and run.head == 2 and not run.events("resumed")
