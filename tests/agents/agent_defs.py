@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -40,10 +41,17 @@ def lookup(topic: str) -> str:
     return f"notes about {topic}"
 
 
+SLOW_LIMIT = 120.0
+"""Seconds the slow agent waits for its release before it fails (a worker of a failed test never lingers)."""
+
+
 async def _slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """Wait until the file named by $GRAPHLAB_TEST_RELEASE exists (or forever), then answer."""
+    """Wait until the file named by $GRAPHLAB_TEST_RELEASE exists (at most SLOW_LIMIT s), then answer."""
     release = os.environ.get("GRAPHLAB_TEST_RELEASE")
+    deadline = time.monotonic() + SLOW_LIMIT
     while release is None or not Path(release).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the slow agent was not released within {SLOW_LIMIT} s")
         await asyncio.sleep(0.02)
     return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"title": "Slow", "points": ["done"]})])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,11 +11,14 @@ from lab import Lab
 
 
 @pytest.fixture
-def release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Touch the returned path to let the slow agent answer (workers inherit the variable)."""
+def release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Touch the returned path to let the slow agent answer (workers inherit the variable).
+
+    Touched at teardown too, so a worker of a failed test finishes instead of waiting."""
     path = tmp_path / "release"
     monkeypatch.setenv("GRAPHLAB_TEST_RELEASE", str(path))
-    return path
+    yield path
+    path.touch()
 
 
 @pytest.fixture
