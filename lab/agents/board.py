@@ -570,6 +570,13 @@ class AgentBoard:
             await asyncio.sleep(POLL)
 
     def _deliver_result(self, rid: str, result: dict[str, Any]) -> None:
+        now = self.store.job(rid)
+        if now is not None and now.terminal and now.status == result.get("status") and now.output == result.get("output"):
+            with self._lock:  # another process adopted this very result already: nothing new arrived
+                done = self._done.get(rid)
+            if done is not None and not done.done():
+                done.set_result(None)
+            return
         self.deliver(
             rid, result["status"], output=result.get("output"), error=result.get("error"),
             usage=result.get("usage"), by="worker",
