@@ -110,6 +110,11 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("lab_step_async", "lab, step, DuckDB file, `await run.arun()`", 5.0),
     Variant("lab_step_fsync", 'lab, step, `Lab(path, fsync=True)`, DuckDB file, `run.run()`', 2.5),
 )
+
+POSTGRES_VARIANT = Variant(
+    "lab_postgres", 'lab, step, `Lab("postgresql://...")` (a server on this machine), `run.run()`'
+)
+"""Measured only when `--postgres URL` (or `run_benchmark(postgres=...)`) names a database."""
 """Every variant, in report order. The floor is first; ratios are to its median."""
 
 
@@ -335,6 +340,7 @@ def run_benchmark(
     *,
     only: Sequence[str] | None = None,
     workdir: str | None = None,
+    postgres: str | None = None,
 ) -> BenchReport:
     """Time every variant `repeat` times, round-robin, after `warmup` untimed runs of each.
 
@@ -344,13 +350,15 @@ def run_benchmark(
     if visits < 1 or repeat < 1 or warmup < 0:
         raise ValueError("visits and repeat must be at least 1, warmup at least 0")
     chosen = [v for v in VARIANTS if v.key == "floor" or only is None or v.key in only]
+    if postgres:
+        chosen.append(POSTGRES_VARIANT)
     results = {v.key: VariantResult(v.key, v.label, visits, v.target) for v in chosen}
     tmp = None if workdir is not None else tempfile.TemporaryDirectory(prefix="graphlab-bench-")
     root = workdir if workdir is not None else tmp.name  # type: ignore[union-attr]
     labs: list[Any] = []
     try:
         with asyncio.Runner() as runner:
-            measures = _setup(list(results), visits, root, runner, labs)
+            measures = _setup(list(results), visits, root, runner, labs, postgres)
             for _ in range(warmup):
                 for key in results:
                     _measure(results[key], measures[key], record=False)
@@ -396,7 +404,7 @@ Measure = Callable[[], tuple[Any, ...]]
 
 
 def _setup(
-    keys: list[str], visits: int, root: str, runner: asyncio.Runner, labs: list[Any]
+    keys: list[str], visits: int, root: str, runner: asyncio.Runner, labs: list[Any], postgres: str | None = None
 ) -> dict[str, Measure]:
     """Build each variant's graph (and lab) once; return its one-run measure by key."""
     from .lab import Lab
@@ -438,6 +446,15 @@ def _setup(
         "lab_step_async": lab_async,
         "lab_step_fsync": lab_sync("step_fsync", "step", fsync=True),
     }
+    if postgres:
+
+        def lab_postgres() -> Measure:
+            lab = Lab(postgres)
+            labs.append(lab)
+            g = declare(lab)
+            return lambda: run_lab_sync(g, visits)
+
+        makers["lab_postgres"] = lab_postgres
     return {key: makers[key]() for key in keys}
 
 
@@ -578,6 +595,9 @@ def _parser() -> argparse.ArgumentParser:
         help="measure only these variants (repeatable; the floor is always measured; `parallel`: the map + join table)",
     )
     p.add_argument("--profile", action="store_true", help="profile the lab step variant instead (cProfile)")
+    p.add_argument(
+        "--postgres", metavar="URL", help="also time the lab on this PostgreSQL database (the lab_postgres row)"
+    )
     return p
 
 
@@ -590,8 +610,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             loop_only = [k for k in args.only or () if k != "parallel"]
             if args.only is None or loop_only:
-                report = run_benchmark(args.visits, args.repeat, args.warmup, only=loop_only or None)
+                report = run_benchmark(
+                    args.visits, args.repeat, args.warmup, only=loop_only or None, postgres=args.postgres
+                )
                 print(to_markdown(report))
+
             if args.only is None or "parallel" in args.only:
                 from .bench_parallel import parallel_markdown, run_parallel_benchmark
 

@@ -1,0 +1,18 @@
+"""`python -m lab.bench --postgres URL` measures the lab on PostgreSQL in the same run as the
+DuckDB rows (the shape only: timing is never asserted)."""
+
+from __future__ import annotations
+
+import os
+
+from lab import bench
+
+
+def test_the_postgres_row_is_measured_beside_the_duckdb_rows(pg_url: str, tmp_path) -> None:
+    report = bench.run_benchmark(
+        visits=20, repeat=1, warmup=0, only=["lab_memory"], workdir=os.fspath(tmp_path), postgres=pg_url
+    )
+    assert list(report.variants) == ["floor", "lab_memory", "lab_postgres"]
+    pg = report.variants["lab_postgres"]
+    assert pg.error is None and pg.outputs == [20] and report.ratio("lab_postgres") is not None
+    assert "postgresql://" in bench.to_markdown(report)
