@@ -222,7 +222,8 @@ def _destinations(path: Path) -> list[str]:
 def _build(g: AdoptedGraph) -> BuiltGraph:
     native = g.native
     nodes = native.nodes
-    parallel = any(isinstance(n, (Fork, Join)) for n in nodes.values())
+    model = getattr(g, "model", None) == "superstep"  # a superstep-model graph steps frontiers, inputs None
+    parallel = model or any(isinstance(n, (Fork, Join)) for n in nodes.values())
     types = _Types(native, getattr(g, "_namespace", {}))
     synthetic = _synthetic_decisions(native)
     edges = _edges(native, synthetic)
@@ -243,7 +244,7 @@ def _build(g: AdoptedGraph) -> BuiltGraph:
             stations.append(Station(nid, station_kind(cls), cls.__qualname__, fields, source_fingerprint(cls)))
         elif isinstance(node, Step):
             fn = node.call
-            inputs[nid] = InputCodec(nid, types.step_input(nid, fn), what="step")
+            inputs[nid] = InputCodec(nid, type(None) if model else types.step_input(nid, fn), what="step")
             node_classes[nid] = fn
             stations.append(Station(nid, "step", getattr(fn, "__qualname__", nid), ("inputs",), source_fingerprint(fn)))
         elif isinstance(node, Decision):

@@ -441,6 +441,7 @@ class _NativeView:
     def __init__(self, g: LabGraph, native: Graph[Any, Any, Any, Any]):
         self.lab, self.name, self.native = g.lab, g.name, native
         self.state_type, self.deps_type = g.state_type, g.deps_type
+        self.model = g.model
         self._namespace: dict[str, Any] = {}  # hints resolve through each function's own module
 
 

@@ -125,6 +125,11 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         """Steps one `run.run()` call of this graph's new runs may take (None: no limit); see lab.limits."""
         self.retry_policies: dict[str, Retry] = {}
         self.node_timeouts: dict[str, float] = {}
+        self.model: str | None = None
+        """"superstep": nodes return updates folded by field reducers (lab.engine.model); None: pydantic-graph's model."""
+        self.reducers: dict[str, Any] = {}
+        self.isolate_state: str = "fanout"
+        self.max_node_concurrency: int | None = None
 
     # -- declaring -----------------------------------------------------------------------
 
@@ -173,6 +178,17 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         self._nodes[node_id] = cls
         self._changed()
         return cls
+
+    def model_spec(self) -> Any:
+        """The super-step model's options as the engine takes them (lab.engine.model.ModelSpec)."""
+        from .engine.model import ModelSpec
+
+        return ModelSpec(
+            reducers=dict(self.reducers),
+            isolate_state=self.isolate_state,  # type: ignore[arg-type]
+            max_node_concurrency=self.max_node_concurrency,
+            order=tuple(self._decl.steps),
+        )
 
     def _station_object(self, node_id: str) -> Any:
         return self._nodes.get(node_id) or self._decl.steps.get(node_id)
@@ -350,6 +366,11 @@ def start_run(
 
 
 def _build(g: LabGraph) -> BuiltGraph:
+    if g.model == "superstep" and (g._nodes or not g._decl.active):
+        raise GraphDefinitionError(
+            f"graph {g.name!r} has model='superstep': declare its nodes with @g.step and its edges with g.add(...) / "
+            "g.add_edge(...) (BaseNode classes run in pydantic-graph's own model: leave model out for them)"
+        )
     if g._decl.active:
         return _build_steps(g)
     if not g._nodes:

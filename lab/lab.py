@@ -6,7 +6,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping
 from types import NoneType
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import duckdb
 
@@ -168,13 +168,21 @@ class Lab:
         input_type: Any = NoneType,
         budgets: Budgets | None = None,
         step_limit: int | None = DEFAULT_STEP_LIMIT,
+        model: Literal["superstep"] | None = None,
+        reducers: Mapping[str, Any] | None = None,
+        isolate_state: Literal["fanout", "always", "never"] = "fanout",
+        max_node_concurrency: int | None = None,
     ) -> LabGraph:
         """The graph `name` (created on first call; a re-run cell gets the same graph back).
 
         `input_type` is what `g.start(inputs=...)` takes when the graph is declared with steps and edges.
         `step_limit` bounds each `run.run()` of its runs (seed 002 default 100; None: no limit).
+        `model="superstep"` runs its `@g.step` nodes as seed 002 does: each returns an update, folded by
+        `reducers` (lab.reducers), on snapshots copied per `isolate_state`, at most `max_node_concurrency`
+        at once (docs/control.md "The super-step model").
         """
         check_step_limit(step_limit, f"lab.graph({name!r})")
+        spec = _check_model(name, state_type, model, reducers, isolate_state, max_node_concurrency)
         g = self._graphs.get(name)
         if g is None:
             g = self._graphs[name] = LabGraph(
@@ -188,6 +196,9 @@ class Lab:
             raise ArgumentError(f"lab.graph({name!r}, budgets={budgets!r}): pass lab.Budgets(resumes=..., consecutive=...)")
         g.budgets = budgets
         g.step_limit = step_limit
+        if (g.model, g.reducers, g.isolate_state, g.max_node_concurrency) != spec:
+            g.model, g.reducers, g.isolate_state, g.max_node_concurrency = spec
+            g._changed()
         return g
 
     @property
@@ -552,3 +563,25 @@ class Lab:
 
     def __repr__(self) -> str:
         return f"<Lab {redact(self.path)} graphs={list(self._graphs)}>"
+
+
+def _check_model(
+    name: str, state_type: Any, model: Any, reducers: Any, isolate_state: Any, max_node_concurrency: Any
+) -> tuple[str | None, dict[str, Any], str, int | None]:
+    """`lab.graph`'s super-step model options, checked (seed 002/003); what to fix when one is wrong."""
+    from .reducers import check_reducers
+
+    where = f"lab.graph({name!r})"
+    if model not in (None, "superstep"):
+        raise ArgumentError(f"{where}: model={model!r}; use model='superstep' (nodes return updates folded by reducers) or leave it out")
+    if isolate_state not in ("fanout", "always", "never"):
+        raise ArgumentError(f"{where}: isolate_state={isolate_state!r}; use 'fanout' (the default), 'always' or 'never'")
+    if max_node_concurrency is not None and (
+        isinstance(max_node_concurrency, bool) or not isinstance(max_node_concurrency, int) or max_node_concurrency < 1
+    ):
+        raise ArgumentError(f"{where}: max_node_concurrency={max_node_concurrency!r}; give a whole number of at least 1, or None for no bound")
+    if model is None and (reducers or isolate_state != "fanout" or max_node_concurrency is not None):
+        raise ArgumentError(
+            f"{where}: reducers, isolate_state and max_node_concurrency belong to the super-step model; add model='superstep'"
+        )
+    return model, check_reducers(reducers, state_type, where), isolate_state, max_node_concurrency

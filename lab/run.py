@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic_graph import EndMarker
 
 from .engine.loop import run_sync
+from .engine.model import drive_model
 from .engine.serial import Stop, drive
 from .engine.superstep import drive_steps
 from .engine.tasks import JoinAcc, node_id_of
@@ -592,6 +593,8 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         remaining, left = max_steps, limit  # stations asked for / steps the limit still allows (None: no bound)
         built = self._built
         engine = drive_steps if built.manifest.engine == "superstep" else functools.partial(drive, manifest=built.manifest)
+        if getattr(self.graph, "model", None) == "superstep":
+            engine = functools.partial(drive_model, spec=self.graph.model_spec())
         while True:
             stop = await engine(
                 built.native,
