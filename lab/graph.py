@@ -261,6 +261,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         step_limit: int | None = UNSET,
         timeout: float | None = UNSET,
         parent: tuple[str, int | None] | None = None,
+        tags: dict[str, Any] | None = None,
     ) -> Run:
         """Create a run that will begin at `node` and write its first checkpoint.
 
@@ -269,6 +270,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         with steps and edges starts at its start node with `inputs` (as `Graph.run(inputs=...)`).
         `step_limit` bounds each `run.run()` of this run (default: the graph's, 100; None: none);
         `timeout` (seconds) each call's time, after which the run fails with `RunTimeout` (default none).
+        `tags` (JSON) ride in the run's `started` event, for SQL: `payload->'tags'` (a batch's id, say).
         """
         built = self.build()
         if self._decl.active and node is None:
@@ -277,7 +279,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             entry = start_entry(self, built, inputs)
             return start_run(
                 self, built, entry, state=state, deps=deps, durability=durability, batch_size=batch_size,
-                breakpoints=breakpoints, step_limit=step_limit, timeout=timeout, parent=parent,
+                breakpoints=breakpoints, step_limit=step_limit, timeout=timeout, parent=parent, tags=tags,
             )  # fmt: skip
         node_id = type(node).get_node_id() if isinstance(node, BaseNode) else None
         if node_id is None or node_id not in built.nodes:
@@ -301,6 +303,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             step_limit=step_limit,
             timeout=timeout,
             parent=parent,
+            tags=tags,
         )
 
     def __repr__(self) -> str:
@@ -322,6 +325,7 @@ def start_run(
     step_limit: int | None = UNSET,
     timeout: float | None = UNSET,
     parent: tuple[str, int | None] | None = None,
+    tags: dict[str, Any] | None = None,
 ) -> Run:
     """Create a run of `g` (declared or adopted) at `entry`: default state, contract check, first checkpoint.
 
@@ -360,6 +364,7 @@ def start_run(
         budgets=getattr(g, "budgets", None) or g.lab.budgets,
         limits=limits,
         parent=parent,
+        tags=tags,
     )
     note_run(run)
     return run

@@ -30,6 +30,7 @@ from .waits import Budgets
 if TYPE_CHECKING:
     from .adopt import AdoptedGraph
     from .agents.board import AgentBoard
+    from .batch import Batch
     from .subroutine.compile import SubroutineGraph
     from .workflow.compile import WorkflowGraph
 from .store import MEMORY, Store, is_postgres_url, open_location, redact
@@ -409,6 +410,39 @@ class Lab:
         from .agents.board import board_for
 
         return board_for(self)
+
+    def map(
+        self,
+        graph: LabGraph,
+        inputs: Iterable[Any],
+        *,
+        entry: Any = None,
+        name: str | None = None,
+        workers: int | None = None,
+        address: str | None = None,
+        deps: Any = None,
+        progress: bool = True,
+    ) -> Batch:
+        """One run of `graph` per input, driven on Ray; returns the batch (it displays as a table).
+
+        `entry=Start()` starts every run there with the input as its state (or pass `(node,
+        state)` pairs). Runs are created in the store first and tagged with the batch id, so a
+        failing input fails its run alone, runs parked at a gate wait (counted by the batch), and
+        `lab.batch(id).run()` continues the unfinished ones after a kernel restart. `ray.init()`
+        starts a local Ray unless one runs (`address=` joins a cluster). See docs/scale.md.
+        """
+        from .batch.batch import start_batch
+
+        batch = start_batch(self, graph, inputs, entry=entry, name=name)
+        return batch.run(workers=workers, address=address, deps=deps, progress=progress)
+
+    def batch(self, batch_id: str) -> Batch:
+        """A batch started by `lab.map`, as the store holds it (re-run the graph's cells first)."""
+        from .batch.batch import open_batch
+
+        if not isinstance(batch_id, str) or not batch_id:
+            raise ArgumentError(f"lab.batch({batch_id!r}): a batch id is a str like 'batch-18c3f0a1b2c-1a2b3c'")
+        return open_batch(self, batch_id)
 
     def waiting(self) -> list[WaitRecord]:
         """Every unanswered wait in the store: the runs that need a person (or a capability)."""

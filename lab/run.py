@@ -185,6 +185,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         budgets: Budgets | None = None,
         limits: Limits | None = None,
         parent: tuple[str, int | None] | None = None,
+        tags: dict[str, Any] | None = None,
     ) -> Run:
         if durability not in ("step", "batch"):
             raise ValueError(f"durability must be 'step' or 'batch', got {durability!r}")
@@ -219,7 +220,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             payload={
                 "entry": station.node_id, "revision": built.revision, "durability": durability,
                 **({"breakpoints": bps} if bps else {}), **({"budgets": budget_json} if budget_json else {}),
-                **({"limits": limits_json} if limits_json else {}),
+                **({"limits": limits_json} if limits_json else {}), **({"tags": tags} if tags else {}),
             },  # fmt: skip
         )
         store = lab.store

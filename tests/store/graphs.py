@@ -62,11 +62,13 @@ class Tally:
 @dataclass
 class Count(BaseNode[Tally, None, int]):
     async def run(self, ctx: GraphRunContext[Tally, None]) -> Count | End[int]:
-        if ctx.state.marker and ctx.state.n == 2:
-            open(ctx.state.marker, "w").close()  # the station in flight the killer waits for
+        if ctx.state.marker and ctx.state.n == 2 and not os.path.exists(ctx.state.marker):
+            open(ctx.state.marker, "w").close()  # the station in flight the killer waits for (once)
             time.sleep(60)
         if ctx.state.nap:
             time.sleep(ctx.state.nap)
+        if ctx.state.limit < 0:
+            raise ValueError(f"a negative limit: {ctx.state.limit}")
         ctx.state.n += 1
         return End(ctx.state.n) if ctx.state.n >= ctx.state.limit else Count()
 

@@ -1,0 +1,363 @@
+"""Batch runs: one run per input, driven on Ray, every run durable in the lab's store.
+
+`batch = lab.map(g, inputs, entry=Start())` creates every run first (each `started` event
+carries `tags: {"batch": id, "index": i}`, so `lab.sql` groups a batch and a restarted kernel
+finds it), then hands the unfinished ones to a pool of Ray actors (`lab.batch.worker`). A run
+that fails, fails alone; a run that parks at a gate waits for its verdict and the batch counts
+it; `batch.run()` again (also after a kernel restart, `lab.batch(id).run()`) continues only the
+runs that are not finished: queued after a verdict, interrupted, or never driven.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic_graph import BaseNode
+
+from ..errors import ArgumentError, LabError, StoreError
+from .spec import GraphSpec
+from .worker import BatchWorker, Outcome, Seed, load_rows
+
+if TYPE_CHECKING:
+    from ..graph import LabGraph
+    from ..lab import Lab
+
+__all__ = ("Batch", "BatchRow", "start_batch", "open_batch", "release_workers", "start_ray")
+
+FINISHED = frozenset({"done", "failed", "cancelled"})
+"""Statuses a batch does not drive again."""
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """One run of a batch, as the table shows it."""
+
+    index: int
+    run_id: str
+    status: str
+    output: Any
+    error: str | None
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise LabError(f"batch runs need Ray: pip install 'graph-lab[ray]' ({exc})") from None
+    return ray
+
+
+def start_batch(
+    lab: Lab,
+    graph: LabGraph,
+    inputs: Iterable[Any],
+    *,
+    entry: BaseNode[Any, Any, Any] | None = None,
+    name: str | None = None,
+) -> Batch:
+    """Create one run per input (nothing runs yet): `entry` with each input as its state, or
+    each input a `(node, state)` pair."""
+    spec = GraphSpec.of(graph)
+    items = list(inputs)
+    if not items:
+        raise ArgumentError("lab.map(graph, inputs): inputs is empty; pass one input per run")
+    batch_id = name or f"batch-{int(time.time() * 1000):x}-{secrets.token_hex(3)}"
+    if not isinstance(batch_id, str) or not batch_id:
+        raise ArgumentError(f"lab.map(name={name!r}): a batch's name is a non-empty str")
+    if entry is not None and not isinstance(entry, BaseNode):
+        raise ArgumentError(f"lab.map(entry={entry!r}): entry is the node every run starts at, say Start()")
+    run_ids = []
+    for i, item in enumerate(items):
+        if entry is not None:
+            node, state = _copy(entry), item
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], BaseNode):
+            node, state = item
+        else:
+            raise ArgumentError(
+                f"lab.map: input {i} is {item!r}; pass entry=Node() and states as inputs, or (node, state) pairs"
+            )
+        run = graph.start(node, state=state, tags={"batch": batch_id, "index": i})
+        run_ids.append(run.id)
+    return Batch(lab, graph, batch_id, run_ids, spec)
+
+
+def _copy(node: BaseNode[Any, Any, Any]) -> BaseNode[Any, Any, Any]:
+    import copy
+
+    return copy.deepcopy(node)
+
+
+def open_batch(lab: Lab, batch_id: str) -> Batch:
+    """A batch as the store holds it (after a kernel restart): its runs by index."""
+    rows = lab.sql(
+        "select run_id, payload->'tags'->>'index' as i from events where kind = 'started' "
+        "and payload->'tags'->>'batch' = ?",
+        [batch_id],
+    ).fetchall()
+    if not rows:
+        raise ArgumentError(f"lab.batch({batch_id!r}): no batch of that id in the store {lab.store.path}")
+    run_ids = [r for r, _ in sorted(rows, key=lambda x: int(x[1]))]
+    graph = lab._graph_of(lab.store.get_run(run_ids[0]), f"lab.batch({batch_id!r})")
+    return Batch(lab, graph, batch_id, run_ids, GraphSpec.of(graph))
+
+
+class Batch:
+    """A batch of runs of one graph: `run()` drives the unfinished ones; displays as a table."""
+
+    def __init__(self, lab: Lab, graph: LabGraph, batch_id: str, run_ids: list[str], spec: GraphSpec):
+        self.lab = lab
+        self.graph = graph
+        self.id = batch_id
+        self.run_ids = run_ids
+        self._spec = spec
+        self.widget: Any = None
+        self.seconds: float | None = None
+        """Wall time of the last `run()`."""
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def rows(self) -> list[BatchRow]:
+        """Each run's index, id, status, output and error, from the store."""
+        out = []
+        for i, run_id in enumerate(self.run_ids):
+            rec = self.lab.store.get_run(run_id)
+            err = None
+            if rec.error and rec.status == "failed":
+                err = f"{str(rec.error.get('type', '')).rsplit('.', 1)[-1]}: {rec.error.get('message', '')}"
+            out.append(BatchRow(i, run_id, rec.status, rec.output, err))
+        return out
+
+    def counts(self) -> dict[str, int]:
+        """How many runs are in each status (`waiting`: parked for a verdict)."""
+        return dict(Counter(r.status for r in self.rows()))
+
+    @property
+    def waiting(self) -> int:
+        return self.counts().get("waiting", 0)
+
+    @property
+    def outputs(self) -> list[Any]:
+        return [r.output for r in self.rows()]
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(
+        self,
+        *,
+        workers: int | None = None,
+        address: str | None = None,
+        deps: Any = None,
+        progress: bool = True,
+        on_progress: Callable[[dict[str, int]], None] | None = None,
+    ) -> Batch:
+        """Drive every unfinished run on Ray until it is done, failed or waiting for a verdict.
+
+        `ray.init()` starts a local Ray unless one is running (`address=` joins a cluster).
+        `workers` actors run at once (default: Ray's CPUs). With a PostgreSQL store the workers
+        write to it; with the embedded store they send their boundaries here to be written.
+        """
+        ray = _ray()
+        if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+            raise ArgumentError(f"batch.run(workers={workers!r}): workers is how many runs go at once, an int >= 1")
+        if not ray.is_initialized():
+            start_ray(address=address)
+        todo = [r for r in self.rows() if r.status not in FINISHED and r.status != "waiting"]
+        widget = self._progress_widget() if progress else None
+        started = time.perf_counter()
+        self._report(widget, on_progress)
+        if todo:
+            self._drive(ray, todo, workers or max(1, int(ray.cluster_resources().get("CPU", 1))), deps, widget, on_progress)
+        self.seconds = time.perf_counter() - started
+        self._report(widget, on_progress)
+        return self
+
+    def _drive(self, ray: Any, todo: list[BatchRow], workers: int, deps: Any, widget: Any, on_progress: Any) -> None:
+        from ..store import is_postgres_url
+
+        location = self.lab.path if is_postgres_url(self.lab.path) else None
+        actors = _actors(ray, self._spec, location, deps, min(workers, len(todo)))
+        queue = list(todo)
+        busy: dict[Any, Any] = {}
+        try:
+            for actor in actors:
+                if queue:
+                    busy[actor.run.remote(self._seed(queue.pop(0).run_id, location))] = actor
+            while busy:
+                ready, _ = ray.wait(list(busy), num_returns=1)
+                ref = ready[0]
+                actor = busy.pop(ref)
+                if queue:
+                    busy[actor.run.remote(self._seed(queue.pop(0).run_id, location))] = actor
+                self._settle(ray, ref)
+                self._report(widget, on_progress)
+        except BaseException:
+            _drop_actors(ray)  # a worker in an unknown state is not handed the next batch
+            raise
+
+    def _seed(self, run_id: str, location: str | None) -> Seed:
+        """What a worker needs to rebuild the run's head: nothing on PostgreSQL, its rows otherwise."""
+        live = self.lab._live.pop(run_id, None)
+        if live is not None and live._busy.locked():
+            raise LabError(f"run {run_id} of batch {self.id} is running in this process; wait for it, then batch.run()")
+        if location is not None:
+            return Seed(run_id)
+        store = self.lab.store
+        rec = store.get_run(run_id)
+        rows = [store.run_row(rec)]
+        head = store.checkpoint(run_id, rec.head_seq) if rec.head_seq is not None else None
+        if head is not None:
+            rows.append(store.checkpoint_row(head))
+        last_seq = store.seqs(run_id)[-1:]
+        if last_seq and head is not None and last_seq[0] != head.seq:  # rewound: new checkpoints go after the last
+            rows.append(store.checkpoint_row(store.checkpoint(run_id, last_seq[0])))
+        count, last = store.event_tail(run_id, 1)
+        rows.extend(store.event_row(e) for e in last)
+        rows.extend(store.wait_row(w) for w in store.waits(run_id) if head is not None and w.checkpoint_seq == head.seq)
+        for w in store.waits(run_id):
+            if head is not None and w.checkpoint_seq == head.seq and w.resolution is not None:
+                rows.append(store.resolution_row(w.owner, w.resolution, w.resolved_at))
+        # last: the run's status as stored (a head checkpoint row would say `waiting` for a queued run)
+        rows.append(store.update_row(run_id, status=rec.status, head_seq=rec.head_seq, output=rec.output, error=rec.error))
+        return Seed(run_id, rows)
+
+    def _settle(self, ray: Any, ref: Any) -> None:
+        """Write what the worker sent back (embedded store); a worker that died fails its run alone."""
+        store = self.lab.store
+        try:
+            out: Outcome = ray.get(ref)
+        except Exception as exc:  # the actor died (OOM, killed): which run is unknown here
+            raise StoreError(f"a batch worker died: {exc}; batch.run() again continues the unfinished runs") from None
+        for blob in out.transactions:
+            store.write(load_rows(blob))
+        rec = store.get_run(out.run_id)
+        if out.status == "failed" and rec.status not in FINISHED and rec.status != "waiting":
+            err = {"node_id": None, "attempt": None, "type": "lab.batch.WorkerError", "message": out.error or "", "traceback": ""}
+            store.write([store.update_row(out.run_id, status="failed", head_seq=rec.head_seq, error=err)])
+
+    # -- progress --------------------------------------------------------------------------
+
+    def _progress_widget(self) -> Any:
+        from ..widgets.batch_widget import BatchProgress
+
+        if self.widget is None:
+            self.widget = BatchProgress(total=len(self.run_ids), title=f"{self.id} · {self.graph.name}")
+        try:
+            from IPython import get_ipython
+            from IPython.display import display
+
+            shell = get_ipython()
+            if shell is not None and getattr(shell, "kernel", None) is not None:
+                display(self.widget)
+        except ImportError:  # pragma: no cover - IPython ships with ipykernel
+            pass
+        return self.widget
+
+    def _report(self, widget: Any, on_progress: Callable[[dict[str, int]], None] | None) -> None:
+        if widget is None and on_progress is None:
+            return
+        counts = self.counts()
+        if widget is not None:
+            widget.update(counts)
+        if on_progress is not None:
+            on_progress(counts)
+
+    # -- display ---------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts().items()))
+        return f"<Batch {self.id} of {self.graph.name}: {len(self.run_ids)} runs ({counts})>"
+
+    def _repr_html_(self) -> str:
+        rows = self.rows()
+        counts = Counter(r.status for r in rows)
+        head = " · ".join(f"{html.escape(k)} {v}" for k, v in sorted(counts.items()))
+        body = "".join(
+            f"<tr><td>{r.index}</td><td><code>{html.escape(r.run_id)}</code></td><td>{html.escape(r.status)}</td>"
+            f"<td>{html.escape(repr(r.output)) if r.output is not None else ''}</td>"
+            f"<td>{html.escape(r.error or '')}</td></tr>"
+            for r in rows
+        )
+        return (
+            f"<div><b>{html.escape(self.id)}</b> ({html.escape(self.graph.name)}): {len(rows)} runs, {head}</div>"
+            "<table><thead><tr><th>#</th><th>run</th><th>status</th><th>output</th><th>error</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>"
+        )
+
+
+def ray_options(**extra: Any) -> dict[str, Any]:
+    """How the lab starts Ray: quiet, no dashboard, and workers import what this process imports
+    (a graph's classes from a module beside the notebook; notebook classes travel by value)."""
+    import sys
+
+    path = [os.getcwd(), *(p for p in sys.path if p and os.path.isdir(p))]
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(dict.fromkeys(path))}}
+    return {"include_dashboard": False, "log_to_driver": False, "configure_logging": False, "runtime_env": env, **extra}
+
+
+_POOL: dict[tuple[Any, ...], list[Any]] = {}
+"""Warm actors for the last (graph digest, store, deps): starting a Python worker costs seconds,
+so a batch run again (or the next batch of the same graph) reuses them. One pool at a time: each
+actor holds a CPU of the Ray cluster until the next pool replaces it."""
+
+
+def _actors(ray: Any, spec: GraphSpec, location: str | None, deps: Any, n: int) -> list[Any]:
+    key = (spec.digest, location, id(deps), ray.get_runtime_context().get_job_id())
+    if key not in _POOL:
+        _drop_actors(ray)
+    pool = _POOL.setdefault(key, [])
+    if len(pool) < n:
+        actor_cls = ray.remote(num_cpus=1)(BatchWorker)
+        pool.extend(actor_cls.remote(spec, location, deps) for _ in range(n - len(pool)))
+    return pool[:n]
+
+
+def release_workers() -> None:
+    """Stop the warm batch workers of this process (each holds a CPU of the Ray cluster)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        _drop_actors(ray)
+
+
+def _drop_actors(ray: Any) -> None:
+    for actors in _POOL.values():
+        for actor in actors:
+            try:
+                ray.kill(actor)
+            except Exception:  # pragma: no cover - already gone
+                pass
+    _POOL.clear()
+
+
+def start_ray(*, attempts: int = 3, **extra: Any) -> None:
+    """`ray.init` with the lab's options, tried again when a busy machine misses Ray's 30 s for
+    its raylet to register (Ray then says "The current node timed out during startup")."""
+    import gc
+    import warnings
+
+    ray = _ray()
+    # the raylet waits for its agents (slow to import on a busy machine) before it registers
+    os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
+    os.environ.setdefault("RAY_enable_metrics_collection", "0")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)  # Popen handles Ray drops while they run
+        for attempt in range(attempts):
+            try:
+                ray.init(**ray_options(**extra))
+                break
+            except Exception as exc:
+                ray.shutdown()
+                gc.collect()
+                if attempt == attempts - 1 or "timed out during startup" not in str(exc):
+                    raise
+        gc.collect()
