@@ -601,9 +601,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ray", action="store_true", help="also time a batch of runs on Ray against a plain loop (lab/bench_batch.py)"
     )
-    p.add_argument(
-        "--ray", action="store_true", help="also time a batch of runs on Ray against a plain loop (lab/bench_batch.py)"
-    )
     return p
 
 
@@ -625,11 +622,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 print()
                 print(batch_markdown(run_batch_benchmark(postgres=args.postgres)))
-            if args.ray:
-                from .bench_batch import batch_markdown, run_batch_benchmark
 
-                print()
-                print(batch_markdown(run_batch_benchmark(postgres=args.postgres)))
             if args.only is None or "parallel" in args.only:
                 from .bench_parallel import parallel_markdown, run_parallel_benchmark
 
