@@ -8,6 +8,7 @@ even where the class's source cannot be read (a notebook cell's code, pickled).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,8 @@ class GraphSpec:
 
     def declare(self, lab: Lab) -> LabGraph:
         """The graph in `lab`, checked to be the driver's revision (same digest)."""
+        for tp in (self.state_type, self.deps_type, self.output_type, *(c for c, _ in self.nodes)):
+            _repair_dataclass(tp)
         g = lab.graph(self.name, state_type=self.state_type, deps_type=self.deps_type, output_type=self.output_type)
         for node_cls, fingerprint in self.nodes:
             if "__graphlab_source__" not in vars(node_cls):
@@ -75,3 +78,17 @@ class GraphSpec:
                 "and start the batch again"
             )
         return g
+
+
+def _repair_dataclass(tp: Any) -> None:
+    """A dataclass pickled by value (a notebook's) comes back with copies of `dataclasses.MISSING`
+    in its fields, which pydantic reads as "both a default and a default factory": restore the
+    sentinel, so the worker's schema (and digest) is the notebook's."""
+    fields = getattr(tp, "__dataclass_fields__", None)
+    if not isinstance(fields, dict):
+        return
+    for f in fields.values():
+        for attr in ("default", "default_factory"):
+            value = getattr(f, attr, dataclasses.MISSING)
+            if value is not dataclasses.MISSING and type(value).__name__ == "_MISSING_TYPE":
+                setattr(f, attr, dataclasses.MISSING)
