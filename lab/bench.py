@@ -21,7 +21,8 @@ report gives the median and the minimum, and each median's ratio to the floor's 
 a benchmark, not a test: it prints and exits 0 whether or not the targets are met.
 
 `python -m lab.bench --profile` instead runs the lab step variant under cProfile. After the
-table, `lab/bench_parallel.py` times a 16-wide map + join against native `graph.run` (issue 11).
+table, `lab/bench_parallel.py` times a 16-wide map + join against native `graph.run` (issue 11),
+and `lab/bench_readers.py` times a reader in a second process while the first steps (issue 14).
 """
 
 from __future__ import annotations
@@ -591,8 +592,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only",
         action="append",
-        choices=[*(v.key for v in VARIANTS), "parallel"],
-        help="measure only these variants (repeatable; the floor is always measured; `parallel`: the map + join table)",
+        choices=[*(v.key for v in VARIANTS), "parallel", "readers"],
+        help=(
+            "measure only these variants (repeatable; the floor is always measured; `parallel`: the map + join "
+            "table; `readers`: a reader in a second process while the first steps)"
+        ),
     )
     p.add_argument("--profile", action="store_true", help="profile the lab step variant instead (cProfile)")
     p.add_argument(
@@ -611,7 +615,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.profile:
             print(profile_lab_step(args.visits))
         else:
-            loop_only = [k for k in args.only or () if k != "parallel"]
+            loop_only = [k for k in args.only or () if k not in ("parallel", "readers")]
             if args.only is None or loop_only:
                 report = run_benchmark(
                     args.visits, args.repeat, args.warmup, only=loop_only or None, postgres=args.postgres
@@ -628,6 +632,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 print()
                 print(parallel_markdown(run_parallel_benchmark(repeat=args.repeat, warmup=args.warmup)))
+            if args.only is None or "readers" in args.only:
+                from .bench_readers import readers_markdown, run_reader_benchmark
+
+                print()
+                print(readers_markdown(run_reader_benchmark()))
     except Exception:
         traceback.print_exc()
     return 0

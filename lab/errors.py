@@ -98,6 +98,10 @@ class RunStateError(LabError, RuntimeError):
     """The action is not possible in the run's current status (say, stepping a finished run)."""
 
 
+class RunOwnedError(RunStateError):
+    """Another live process advances this run: step, edit or take it over there (docs/store.md)."""
+
+
 class WaitError(RunStateError):
     """A verdict, answer or grant that does not fit the run's current wait (or there is none)."""
 

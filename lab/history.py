@@ -311,14 +311,10 @@ class TimeTravel:
         )
         fork_payload = {"parent_run": self.id, "parent_seq": seq, "revision": target.revision, "state_edited": state is not None}
         child_event = EventRecord(run_id=child_id, seq=0, kind="fork", checkpoint_seq=0, payload=fork_payload)
-        store.write(
-            [
-                store.run_row(child),
-                store.checkpoint_row(cp),
-                store.event_row(child_event),
-                self._event_row("fork", checkpoint_seq=seq, payload={"child_run": child_id, "revision": target.revision}),
-            ]
-        )
+        rows = [store.run_row(child), store.checkpoint_row(cp), store.event_row(child_event)]
+        if self._writer is None:  # the parent's own events are numbered by the process that advances it
+            rows.append(self._event_row("fork", checkpoint_seq=seq, payload={"child_run": child_id, "revision": target.revision}))
+        store.write(rows)
         run = Run(
             self.lab,
             self.graph,

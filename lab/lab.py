@@ -16,6 +16,7 @@ from .errors import (
     CheckpointError,
     GraphDefinitionError,
     RevisionMismatchError,
+    RunOwnedError,
     RunStateError,
     StateEditError,
 )
@@ -252,6 +253,16 @@ class Lab:
             live._continue_interrupted()
             _note_run(live)
             return live
+        # Whether another live process advances the run, and taking it over if not, is one step for
+        # every process on the store (docs/store.md "Who holds what, when").
+        with self.store.held():
+            run = self._open_run(run_id, deps)
+        _note_run(run)
+        return run
+
+    def _open_run(self, run_id: str, deps: Any) -> Run:
+        """A handle on a stored run: this process's to advance, or, when a live process advances it, to read."""
+        writer = self.store.writer(run_id)
         rec = self.store.get_run(run_id)
         g = self._graph_of(rec, "resume")
         built = g.build()
@@ -286,19 +297,22 @@ class Lab:
             wait=wait,
             counters=head.counters,
         )
+        if head.status == "waiting":
+            several = [w for w in self.store.waits(run_id) if w.checkpoint_seq == head.seq]
+            if len(several) > 1:  # parallel branches parked in one step
+                run._head_waits = several
+                run._wait = next((w for w in several if w.resolution is None), several[-1])
+        if writer is not None:
+            run._writer = writer
+            return run
+        self.store.claim(run_id)
         if rec.status not in ("done", "cancelled"):
             rows = [run._event_row("resumed", checkpoint_seq=rec.head_seq, payload={"status_before": rec.status})]
             if rec.status == "interrupted":
                 run._status = "running"
                 rows.append(self.store.update_row(run_id, status="running", head_seq=rec.head_seq))
             run._write(rows, sync=True)
-        if head.status == "waiting":
-            several = [w for w in self.store.waits(run_id) if w.checkpoint_seq == head.seq]
-            if len(several) > 1:  # parallel branches parked in one step
-                run._head_waits = several
-                run._wait = next((w for w in several if w.resolution is None), several[-1])
         self._live[run_id] = run
-        _note_run(run)
         return run
 
     def fork(
@@ -313,6 +327,11 @@ class Lab:
         live = self._live.get(_run_id(run_id, "lab.fork"))
         if live is not None:
             return live.fork(seq, state=state, revision=revision)
+        with self.store.held():
+            return self._fork_stored(run_id, seq, state, revision, deps)
+
+    def _fork_stored(self, run_id: str, seq: int | None, state: Any, revision: int | str | None, deps: Any) -> Run:
+        writer = self.store.writer(run_id)
         rec = self.store.get_run(run_id)
         g = self._graph_of(rec, "fork")
         built = g.build()
@@ -334,6 +353,7 @@ class Lab:
             next_ev=next_ev,
             batch_size=self.batch_size,
         )
+        parent._writer = writer  # a run another process advances gains no `fork` event from here
         return parent.fork(seq, state=state, revision=revision)
 
     def workflow(self, source: Any, *, workers: dict[str, Callable[..., Any]] | None = None) -> WorkflowGraph:
@@ -518,6 +538,12 @@ class Lab:
 
     def _terminal(self, run_id: str, action: str) -> RunRecord:
         rec = self.store.get_run(_run_id(run_id, f"lab.{'delete_run' if action == 'delete' else action}"))
+        writer = self.store.writer(run_id) if run_id not in self._live else None
+        if writer is not None:
+            raise RunOwnedError(
+                f"cannot {action} run {run_id}: it belongs to {writer.describe()}, which has it open; {action} it "
+                f"there, or end that process (or call lab.close() in it) first"
+            )
         live = self._live.get(run_id)
         if rec.status not in ("done", "failed", "cancelled") or (live is not None and live._busy.locked()):
             raise RunStateError(
@@ -568,32 +594,37 @@ class Lab:
         It never guesses a replay (seed 001): the station runs again only after `resume()`.
         """
         store = self.store
-        for rec in store.list_runs(status="running"):
-            if not store.abandoned(rec.run_id):  # a live process (on a shared store) is stepping it
-                continue
-            events = store.events(rec.run_id)
-            open_attempts: dict[int, EventRecord] = {}
-            for ev in events:
-                if ev.kind == "entered" and ev.attempt is not None:
-                    open_attempts[ev.attempt] = ev
-                elif ev.kind in ("settled", "failed", "interrupted", "cancelled", "waiting", "dropped", "retry") and ev.attempt is not None:
-                    open_attempts.pop(ev.attempt, None)
-            if not open_attempts:
-                continue
-            attempt, entered = max(open_attempts.items())
-            seq = (events[-1].seq + 1) if events else 0
-            ev = EventRecord(
-                run_id=rec.run_id,
-                seq=seq,
-                kind="interrupted",
-                node_id=entered.node_id,
-                attempt=attempt,
-                checkpoint_seq=rec.head_seq,
-                payload={"reason": "the process died while the station was in flight"},
-            )
-            store.write(
-                [store.event_row(ev), store.update_row(rec.run_id, status="interrupted", head_seq=rec.head_seq)]
-            )
+        with store.held():  # one process at a time marks what the gone ones left
+            for rec in store.list_runs(status="running"):
+                if store.abandoned(rec.run_id):  # no live process writes it
+                    self._interrupt_left(rec)
+
+    def _interrupt_left(self, rec: RunRecord) -> None:
+        """Mark `rec` interrupted when its writer died with a station in flight."""
+        store = self.store
+        events = store.events(rec.run_id)
+        open_attempts: dict[int, EventRecord] = {}
+        for ev in events:
+            if ev.kind == "entered" and ev.attempt is not None:
+                open_attempts[ev.attempt] = ev
+            elif ev.kind in ("settled", "failed", "interrupted", "cancelled", "waiting", "dropped", "retry") and ev.attempt is not None:
+                open_attempts.pop(ev.attempt, None)
+        if not open_attempts:
+            return
+        attempt, entered = max(open_attempts.items())
+        seq = (events[-1].seq + 1) if events else 0
+        ev = EventRecord(
+            run_id=rec.run_id,
+            seq=seq,
+            kind="interrupted",
+            node_id=entered.node_id,
+            attempt=attempt,
+            checkpoint_seq=rec.head_seq,
+            payload={"reason": "the process died while the station was in flight"},
+        )
+        store.write(
+            [store.event_row(ev), store.update_row(rec.run_id, status="interrupted", head_seq=rec.head_seq)]
+        )
 
     def __repr__(self) -> str:
         return f"<Lab {redact(self.path)} graphs={list(self._graphs)}>"

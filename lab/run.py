@@ -32,6 +32,7 @@ from .errors import (
     LabError,
     NodeExecutionError,
     RevisionMismatchError,
+    RunOwnedError,
     RunStateError,
     RunTimeout,
     StepLimitError,
@@ -48,6 +49,7 @@ from .waits import Budgets, Waits
 if TYPE_CHECKING:
     from .graph import BuiltGraph, LabGraph
     from .lab import Lab
+    from .store.holders import Process
 
 __all__ = ("Run", "StepResult", "new_run_id")
 
@@ -166,6 +168,9 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         """The exception of the failure the current call recorded (what `raise_on_failure` raises)."""
         self._station: Any = None
         """The StationContext of the station in flight (its `warn()` notes become events)."""
+        self._writer: Process | None = None
+        """The live process that advances this run, when it is not this one: the handle reads, forks and
+        answers a wait, and refuses the rest (docs/store.md "Who holds what, when")."""
 
     # -- creation ------------------------------------------------------------------------
 
@@ -361,6 +366,68 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         payload = {"value": _jsonable(value, "report_progress(value)"), "details": _jsonable(details, "report_progress(**details)")}
         self._write([self._event_row("progress", node_id=node_id, checkpoint_seq=self._head, payload=payload)], sync=False)
 
+
+    @property
+    def writer(self) -> str | None:
+        """Who advances this run when another process does ("process 123 on host h (started ...)"), else None."""
+        return self._writer.describe() if self._writer is not None else None
+
+    def refresh(self) -> bool:
+        """Take in what another process wrote: its progress on a run it advances, or an answer given there.
+
+        Returns True when something changed. Views call it on a timer; stepping does it itself.
+        """
+        if self._writer is not None:
+            return self._reload()
+        if self._status == "waiting" and not self._busy.locked():
+            with self.lab.store.held():
+                if self._status == "waiting" and self._busy.acquire(blocking=False):
+                    try:
+                        return self._take_in_answers()
+                    finally:
+                        self._busy.release()
+        return False
+
+    def _reload(self) -> bool:
+        """Read this run (advanced by another process) from the store again."""
+        store = self.lab.store
+        codec = self._built.codec
+        with store.held():
+            rec = store.get_run(self.id)
+            seen = (self._status, self._head, len(self._head_waits), self._wait.resolution if self._wait else None)
+            head = store.checkpoint(self.id, rec.head_seq) if rec.head_seq is not None else None
+            waits = [w for w in store.waits(self.id) if w.checkpoint_seq == rec.head_seq]
+        self._status, self._head, self._error, self._output_json = rec.status, rec.head_seq, rec.error, rec.output
+        self._output = codec.decode_output(rec.output, run_id=self.id) if rec.status == "done" else None
+        bps = rec.breakpoints or {}
+        self._breakpoints = {w: set(bps.get(w, ())) for w in ("before", "after")}
+        if head is not None and head.state != self._state_json:
+            self._state_json = head.state
+            self._state = codec.decode_state(head.state, run_id=self.id, seq=head.seq)
+        if head is not None:
+            self._pending = [codec.decode_node(p, run_id=self.id, seq=head.seq) for p in head.next]
+            self._counters = dict(head.counters or {})
+        self._head_waits = waits if len(waits) > 1 else []
+        self._wait = next((w for w in waits if w.resolution is None), waits[-1] if waits else None)
+        return seen != (self._status, self._head, len(self._head_waits), self._wait.resolution if self._wait else None)
+
+    def _check_writer(self, action: str) -> None:
+        """Refuse to change a run another live process advances, naming it and what to do."""
+        writer = self._writer
+        if writer is None:
+            return
+        if writer.is_alive():
+            raise RunOwnedError(
+                f"cannot {action} run {self.id}: it is advanced by {writer.describe()}, one writer at a time. "
+                f"{action.capitalize()} it in that process, or end it (or call lab.close() there) and take the run over "
+                f"here with lab.resume({self.id!r}). From here you can read it (run.history(), run.state_at(seq), "
+                "lab.sql(...)), fork it, and answer its wait once"
+            )
+        raise RunOwnedError(
+            f"cannot {action} run {self.id} with this handle: it was advanced by {writer.describe()}, which has "
+            f"ended; take the run over here with run = lab.resume({self.id!r})"
+        )
+
     def on_event(self, callback: Callable[[EventRecord], None]) -> None:
         """Call `callback(event)` after each event is written. Its errors are logged, never raised."""
         self._observers.append(callback)
@@ -443,6 +510,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         return run_sync(self.aretry(raise_on_failure=raise_on_failure))
 
     async def aretry(self, *, raise_on_failure: bool | None = None) -> StepResult:
+        self._check_writer("retry")
         if self._status not in ("failed", "interrupted"):
             raise RunStateError(
                 f"run {self.id} is {self._status}, not failed or interrupted; retry() follows a failure or an interrupt"
@@ -484,6 +552,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
 
     def cancel(self) -> None:
         """Cancel the run: between stations at once, or the station in flight (from any thread)."""
+        self._check_writer("cancel")
         if self._status in ("done", "cancelled"):
             raise RunStateError(f"run {self.id} is already {self._status}; there is nothing to cancel")
         self._cancel_requested = True
@@ -499,8 +568,10 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
                 self._busy.release()
 
     @contextmanager
-    def _exclusive(self, action: str) -> Iterator[None]:
+    def _exclusive(self, action: str, *, answering: bool = False) -> Iterator[None]:
         """Hold the run while changing its head, so no station runs meanwhile."""
+        if not answering:
+            self._check_writer(action)
         if not self._busy.acquire(blocking=False):
             raise RunStateError(
                 f"run {self.id} is running in another task; pause it (run.pause()) or wait before you {action} it"
@@ -546,6 +617,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         self._error = None
 
     async def _advance(self, max_steps: int | None, step_limit: int | None = UNSET, timeout: float | None = UNSET) -> None:
+        self._check_writer("step")
         if not self._busy.acquire(blocking=False):
             raise RunStateError(f"run {self.id} is already running in another task; wait for it or cancel it")
         try:

@@ -171,9 +171,46 @@ class Waits:
         return self._answer("capability", resolution, owner, "grant")
 
     def _answer(self: Run, kind: WaitKind, resolution: dict[str, Any], owner: str | None, action: str) -> WaitRecord:  # type: ignore[misc]
-        with self._exclusive(action):
-            wait = self._check_answerable(kind, owner, action)
-            return self._resolve(wait, resolution)
+        # One answer wins across processes: the check and the write happen with the store held,
+        # after taking in an answer another process may have given meanwhile.
+        with self.lab.store.held():
+            if self._writer is not None:
+                self._reload()
+            elif self._status == "waiting" and not self._busy.locked():
+                self._take_in_answers()
+            with self._exclusive(action, answering=True):
+                wait = self._check_answerable(kind, owner, action)
+                return self._resolve(wait, resolution)
+
+    def _take_in_answers(self: Run) -> bool:  # type: ignore[misc]
+        """The writer's side of an answer given in another process: record its verdict event, go on queued."""
+        store = self.lab.store
+        stored = {w.owner: w for w in store.waits(self.id) if w.checkpoint_seq == self._head}
+        mine = self.head_waits
+        if not mine:
+            return False
+        fresh = [stored[w.owner] for w in mine if w.resolution is None and w.owner in stored and stored[w.owner].resolution is not None]
+        if not fresh:
+            return False
+        several = [next((f for f in fresh if f.owner == w.owner), w) for w in mine]
+        still_open = [w for w in several if w.resolution is None]
+        status = "waiting" if still_open else "queued"
+        rows = [
+            self._event_row(
+                "verdict",
+                node_id=w.node_id,
+                checkpoint_seq=w.checkpoint_seq,
+                payload={"kind": w.kind, "owner": w.owner, **(w.resolution or {}), "answered_elsewhere": True},
+            )
+            for w in fresh
+        ]
+        rows.append(store.update_row(self.id, status=status, head_seq=self._head))
+        self._write(rows, sync=True)
+        if len(several) > 1:
+            self._head_waits = several
+        self._wait = still_open[0] if still_open else several[-1]
+        self._status = status  # type: ignore[assignment]
+        return True
 
     def _check_answerable(self: Run, kind: WaitKind, owner: str | None, action: str) -> WaitRecord:  # type: ignore[misc]
         several = self.head_waits
@@ -209,19 +246,24 @@ class Waits:
         several = [done if w.owner == wait.owner else w for w in self.head_waits]
         still_open = [w for w in several if w.resolution is None]
         status = "waiting" if still_open else "queued"  # a parallel step goes on once every branch is answered
-        self._write(
-            [
-                store.resolution_row(wait.owner, resolution, at),
-                self._event_row(
-                    "verdict",
-                    node_id=wait.node_id,
-                    checkpoint_seq=wait.checkpoint_seq,
-                    payload={"kind": wait.kind, "owner": wait.owner, **resolution},
-                ),
-                store.update_row(self.id, status=status, head_seq=self._head),
-            ],
-            sync=True,
-        )
+        if self._writer is not None:
+            # answered from a process that does not advance the run: only the answer is written here
+            # (event numbers are the writer's); the fold makes the run queued, the writer records the verdict
+            store.write([store.resolution_row(wait.owner, resolution, at)])
+        else:
+            self._write(
+                [
+                    store.resolution_row(wait.owner, resolution, at),
+                    self._event_row(
+                        "verdict",
+                        node_id=wait.node_id,
+                        checkpoint_seq=wait.checkpoint_seq,
+                        payload={"kind": wait.kind, "owner": wait.owner, **resolution},
+                    ),
+                    store.update_row(self.id, status=status, head_seq=self._head),
+                ],
+                sync=True,
+            )
         if several:
             self._head_waits = several
         self._wait = still_open[0] if still_open else done
@@ -492,6 +534,8 @@ class Waits:
         """Before stepping: refuse an unanswered wait, continue a breakpoint, arm the answer."""
         self._resume = None
         self._resume_tasks = {}
+        if self._status == "waiting":
+            self._take_in_answers()  # answered in another process meanwhile
         wait = self._wait if self._wait is not None and self._wait.checkpoint_seq == self._head else None
         if self._status == "waiting" and wait is not None and wait.resolution is None and wait.kind != "breakpoint":
             wait = self.refresh()  # answered in another process sharing the store?

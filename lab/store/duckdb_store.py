@@ -9,6 +9,7 @@ path again shares it (a notebook re-runs its cells).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -35,9 +37,18 @@ from ..errors import (
 from ..manifest import Manifest
 from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord, utcnow
 from .base import Store
+from .holders import Process, StoreLock, claim_slot, journal_slots, slot_is_free, this_process
 from .jobs import JobTables
-from .journal import Journal, scan, stamp
-from .schema import CHECKPOINT_CONFLICTS, FOLD_STATEMENTS, JOURNAL_SELECT, MIGRATIONS, SCHEMA_VERSION, TABLES
+from .journal import Journal, JournalDamagedError, scan, stamp
+from .schema import (
+    CHECKPOINT_CONFLICTS,
+    FOLD_NEEDS,
+    FOLD_STATEMENTS,
+    JOURNAL_SELECT,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    TABLES,
+)
 
 __all__ = ("DuckDBStore", "open_store", "salvage_journal", "MEMORY")
 
@@ -51,6 +62,16 @@ _WRITE_OPERATORS = re.compile(r"INSERT|DELETE|UPDATE|MERGE|CREATE|DROP|ALTER|COP
 _PARQUET_LOSES = re.compile(r"HUGEINT|ENUM\(|\bBIT\b")
 """Column types a parquet copy would not give back as they were (HUGEINT as DOUBLE, say): copied as text."""
 _EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(ANALY[SZ]E\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
+_DB = "graphlab_store"
+"""The name the store's file is attached under in the store's private DuckDB instance."""
+_SOURCE = 1 << 40
+"""Journal line numbers of the n-th folded journal are offset by n * _SOURCE, so lines of several journals never tie."""
+_END = b',"end":true}\n'
+"""How a transaction's last line ends (the journal writes `end` last): where another process's journal may be cut."""
+LINGER = 0.5
+"""Seconds a process keeps the file attached after its last operation, unless another process waits."""
+WATCH_EVERY = 0.003
+"""Seconds between looks for another process waiting for the file, while this one keeps it."""
 _OPEN: dict[str, DuckDBStore] = {}
 _OPEN_LOCK = threading.Lock()
 _TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", " ".join(s for m in MIGRATIONS for s in m)))
@@ -99,16 +120,48 @@ def salvage_journal(path: str | os.PathLike[str]) -> str:
     that cannot be folded). The original journal is kept beside the store as
     `lab.duckdb.journal.damaged-<time>`; the new journal holds the complete, foldable
     transactions from both sides of the damage and is replayed by the next `Lab(path)`.
+    Every journal of a process that is gone is salvaged (`lab.duckdb.journal`, and any
+    `.journal.N` with damage); a journal a live process holds is refused.
     Returns a one-paragraph summary.
     """
     real = os.path.realpath(os.fspath(path))
-    journal = real + ".journal"
     with _OPEN_LOCK:
         held = _OPEN.get(real)
     if held is not None and not held.closed:
         raise StoreError(f"the store {real} is open in this process; call lab.close() before salvaging its journal")
-    if not os.path.exists(journal):
+    journals = [
+        j for j in journal_slots(real) if j == real + ".journal" or _needs_salvage(j)
+    ]
+    if not journals:
         return f"no journal beside {real}: nothing to salvage"
+    lock = StoreLock(real + ".lock")
+    try:
+        with lock.held():
+            out = []
+            for journal in journals:
+                fd = slot_is_free(journal)
+                if fd < 0:
+                    raise StoreError(
+                        f"the journal {journal} is held by a live process (a Graph Lab open on {real}); call "
+                        "lab.close() there (or end it), then salvage"
+                    )
+                try:
+                    out.append(_salvage_one(real, journal))
+                finally:
+                    os.close(fd)
+    finally:
+        lock.close()
+    return "\n".join(out)
+
+
+def _needs_salvage(journal: str) -> bool:
+    with open(journal, "rb") as f:
+        data = f.read()
+    s = scan(data)
+    return bool(s.damaged) or s.good_end < len(data)
+
+
+def _salvage_one(real: str, journal: str) -> str:
     with open(journal, "rb") as f:
         data = f.read()
     s = scan(data)
@@ -175,10 +228,15 @@ def _close_all_at_exit() -> None:
             log.exception("could not close the store %s at exit", store.path)
 
 
-def _release(journal: Journal, con: duckdb.DuckDBPyConnection, tmpdir: str | None) -> None:
+def _release(
+    journal: Journal | None, con: duckdb.DuckDBPyConnection, tmpdir: str | None, lock: StoreLock | None
+) -> None:
     """Close a store's files (on close, or when an unclosed store is collected or the process exits)."""
-    journal.close()
+    if journal is not None:
+        journal.close()  # lets go of the journal slot
     con.close()
+    if lock is not None:
+        lock.close()
     if tmpdir:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
@@ -224,74 +282,208 @@ class DuckDBStore(JobTables, Store):
         self.live_runs: dict[str, Any] = {}
         """Run handles open in this process, shared by every Lab on this store."""
         self.recovery_done = read_only
+        self.me: Process = this_process()
+        """This process: the writer recorded for the runs it creates or takes over."""
         self._lock = threading.RLock()
         self._buffer: list[bytes] = []
         self._buffer_lines = 0
         self._buffer_durable = False
         self._tmpdir: str | None = None
-        if path == MEMORY:
-            self._tmpdir = tempfile.mkdtemp(prefix="graphlab-")
-            journal_path = os.path.join(self._tmpdir, "journal.ndjson")
-            self._con = duckdb.connect(MEMORY, config=_CONFIG)
-        elif read_only:
-            journal_path = path + ".journal"
-            self._con = self._connect(path, read_only=True)
-        else:
-            try:
-                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            except PermissionError as exc:
-                raise _not_writable(path, str(exc), target=exc.filename) from None
-            journal_path = path + ".journal"
-            self._con = self._connect(path)
+        self._depth = 0
+        """Nesting of `_session()`: > 0 while an operation uses the file."""
+        self._leased = False
+        """The file is attached and the store's lock held (during an operation, and LINGER s after)."""
+        self._last_use = 0.0
+        self._watcher: threading.Thread | None = None
+        self._lockfile: StoreLock | None = None
+        self._journal: Journal | None = None
+        # A private DuckDB instance for the store's life; a file store attaches its file to it only
+        # for an operation, under the store's lock, so other processes can open it in between.
+        self._con = duckdb.connect(MEMORY, config=_CONFIG)
         try:
-            if read_only:
-                self._check_schema()
-                self._journal = Journal(journal_path, read_only=True)
-                self._snapshot(self._journal.recover().lines)
-            else:
+            if path == MEMORY:
+                self._tmpdir = tempfile.mkdtemp(prefix="graphlab-")
+                self._journal = Journal(os.path.join(self._tmpdir, "journal.ndjson"), fsync=fsync)
                 self._migrate()
-                self._journal = Journal(journal_path, fsync=fsync)
-                report = self._journal.recover()
-                if report.lines:
-                    self.recovered = True
-                    log.info("store %s: replaying %d journal lines", path, report.lines)
-                    self.fold()
+                self._journal.recover()
+            elif read_only:
+                self._lockfile = StoreLock(path + ".lock", read_only=True)
+                self._lockfile.acquire(shared=True)  # held for the reader's (short) life
+                self._attach()
+                self._depth = 1
+                self._check_schema()
+                self._snapshot()
+            else:
+                try:
+                    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+                except PermissionError as exc:
+                    raise _not_writable(path, str(exc), target=exc.filename) from None
+                created = not os.path.exists(path + ".lock")
+                self._lockfile = StoreLock(path + ".lock")
+                with self._session():
+                    self._migrate()
+                    self._probe()
+                    journal_path, fd = claim_slot(path)
+                    self._journal = Journal(journal_path, fsync=fsync, fd=fd)
+                    report = self._journal.recover()
+                    if report.lines:
+                        self.recovered = True
+                        log.info("store %s: replaying %d journal lines", path, report.lines)
+                    self._fold_locked()
         except BaseException as exc:
-            self._con.close()
-            if self._tmpdir:
-                shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self.closed, self._leased = True, False
+            _release(self._journal, self._con, self._tmpdir, self._lockfile)
+            if locals().get("created") and self._journal is None and not isinstance(exc, StoreLockedError):
+                # a refused open leaves the folder as it found it (the file is not a store, or is newer)
+                for extra in (".lock", ".lock-wait"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(path + extra)
             if isinstance(exc, PermissionError) and not isinstance(exc, StoreError):
                 raise _not_writable(path, str(exc), read_only, exc.filename) from None  # say, the journal
             raise
         # a store nobody closes (Lab(":memory:") dropped, or left at exit) still lets go of its files
-        self._finalizer = weakref.finalize(self, _release, self._journal, self._con, self._tmpdir)
+        self._finalizer = weakref.finalize(self, _release, self._journal, self._con, self._tmpdir, self._lockfile)
         self._finalizer.atexit = path == MEMORY  # a file store is folded and closed by _close_all_at_exit
 
     # -- opening -------------------------------------------------------------------------
+
+    def _attach(self) -> None:
+        """Attach the file to the private instance (read-only for a reader) and make it the default."""
+        mode = " (READ_ONLY)" if self.read_only else ""
+        quoted = self.path.replace("'", "''")
+        try:
+            self._con.execute(f"ATTACH '{quoted}' AS {_DB}{mode}")
+        except duckdb.Error as exc:
+            raise self._open_error(exc) from None
+        self._con.execute(f"USE {_DB}")
+
+    def _detach(self) -> None:
+        con = self._con
+        try:
+            con.execute("ROLLBACK")  # an error left a transaction open
+        except duckdb.Error:
+            pass
+        try:
+            con.execute("USE memory")
+            con.execute(f"DETACH {_DB}")
+        except duckdb.Error as exc:  # pragma: no cover - the file stays attached until the store closes
+            log.warning("store %s: could not let go of the file: %s", self.path, exc)
+
+    @contextmanager
+    def _session(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Hold the file for one operation: the store's lock, then the file attached (nested calls share it)."""
+        with self._lock:
+            if self._depth or self._lockfile is None:
+                self._depth += 1
+                try:
+                    yield self._con
+                finally:
+                    self._depth -= 1
+                return
+            self._check_open()
+            if not self._leased:
+                self._lockfile.acquire()
+                try:
+                    self._attach()
+                except BaseException:
+                    self._lockfile.release()
+                    raise
+                self._leased = True
+                self._start_watch()
+            self._depth = 1
+            try:
+                yield self._con
+            finally:
+                self._depth = 0
+                self._last_use = time.monotonic()
+                if self._lockfile.wanted():
+                    self._let_go()
+
+    def _let_go(self) -> None:
+        """Detach the file and release the store's lock (another process waits, or the lease ran out)."""
+        if self._leased:
+            self._leased = False
+            try:
+                self._detach()
+            finally:
+                self._lockfile.release()
+
+    def _start_watch(self) -> None:
+        """A daemon thread that lets go of the file once another process waits or nothing used it for LINGER s.
+
+        Keeping the file attached between close operations of one process saves attaching and
+        detaching (several ms each) per read; another process never waits longer than WATCH_EVERY
+        for it, plus the operation under way.
+        """
+        if self._watcher is not None and self._watcher.is_alive():
+            return
+        ref = weakref.ref(self)
+
+        def watch() -> None:
+            while True:
+                time.sleep(WATCH_EVERY)
+                store = ref()
+                if store is None or store.closed:
+                    return
+                if not store._leased:
+                    store._watcher = None
+                    return
+                if store._lockfile.wanted() or time.monotonic() - store._last_use > LINGER:
+                    if store._lock.acquire(blocking=False):
+                        try:
+                            if store._depth == 0:
+                                store._let_go()
+                        finally:
+                            store._lock.release()
+                del store
+
+        self._watcher = threading.Thread(target=watch, name=f"graphlab-store-{os.path.basename(self.path)}", daemon=True)
+        self._watcher.start()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the store across several reads and writes that no other process may come between.
+
+        Everything every process has journalled is folded first. A takeover (`lab.resume` of a run
+        whose writer is gone) and an answer to a wait run inside: the check and the write are one
+        step for every process on the store.
+        """
+        with self._session():
+            self._check_open()
+            self.fold()
+            yield
+
+    def _open_error(self, exc: duckdb.Error) -> StoreError:
+        path = self.path
+        text = str(exc)
+        low = text.lower()
+        if "permission denied" in low or "read-only file system" in low:
+            return _not_writable(path, text.splitlines()[0], self.read_only)
+        if "lock" in low:
+            pid = text.split("PID ")[-1].split(")")[0] if "PID " in text else "another process"
+            return StoreLockedError(
+                f"the store {path} is open in another process (PID {pid}) that is not a Graph Lab of this version "
+                "(a duckdb connection, or an older Graph Lab); close that connection or kernel (lab.close() there), "
+                "or open a different path with Lab('other.duckdb')"
+            )
+        if isinstance(exc, duckdb.IOException) or "not a valid" in low or "database file" in low:
+            return StoreError(
+                f"cannot open the store {path}: it is not a DuckDB database or is damaged ({text.splitlines()[0]}); "
+                "move the file aside to start a new store, or open another path"
+            )
+        return StoreError(
+            f"cannot open the store {path}: {text.splitlines()[0]}; "
+            "move the file aside to start a new store, or open another path"
+        )
 
     @staticmethod
     def _connect(path: str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
         try:
             return duckdb.connect(path, read_only=read_only, config=_CONFIG)
-        except duckdb.IOException as exc:
-            text = str(exc)
-            if "permission denied" in text.lower() or "read-only file system" in text.lower():
-                raise _not_writable(path, text.splitlines()[0], read_only) from None
-            if "lock" in text.lower():
-                pid = text.split("PID ")[-1].split(")")[0] if "PID " in text else "another process"
-                raise StoreLockedError(
-                    f"the store {path} is open in another process (PID {pid}); close that notebook's "
-                    "kernel or call lab.close() there, or open a different path with Lab('other.duckdb')"
-                ) from None
-            raise StoreError(
-                f"cannot open the store {path}: it is not a DuckDB database or is damaged ({text.splitlines()[0]}); "
-                "move the file aside to start a new store, or open another path"
-            ) from None
         except duckdb.Error as exc:
-            raise StoreError(
-                f"cannot open the store {path}: {str(exc).splitlines()[0]}; "
-                "move the file aside to start a new store, or open another path"
-            ) from None
+            store = DuckDBStore.__new__(DuckDBStore)
+            store.path, store.read_only = path, read_only
+            raise store._open_error(exc) from None
 
     def _version(self) -> int:
         con = self._con
@@ -322,13 +514,30 @@ class DuckDBStore(JobTables, Store):
 
     def _check_tables(self, version: int) -> None:
         con = self._con
-        present = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+        present = {
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'"
+            ).fetchall()
+        }
         missing = sorted(_TABLES - present)
         if missing:
             raise StoreError(
                 f"the store {self.path} (schema {version}) lacks its table(s) {missing}: it was edited outside "
                 "Graph Lab; restore it from a backup, or move the file aside to start a new store"
             )
+
+    def _probe(self) -> None:
+        """Read every table once before anything is created beside the file (a damaged file fails here)."""
+        try:
+            for table in sorted(_TABLES):
+                self._con.execute(f"SELECT count(*) FROM {table}").fetchone()
+            self._con.execute("SELECT * FROM journal_marks").fetchall()
+        except duckdb.Error as exc:
+            raise StoreError(
+                f"cannot open the store {self.path}: it is not a DuckDB database or is damaged "
+                f"({str(exc).splitlines()[0]}); move the file aside to start a new store, or restore it from a backup"
+            ) from None
 
     def _check_schema(self) -> None:
         """A reader migrates nothing: an older store is read once a Lab has opened (and upgraded) it."""
@@ -340,16 +549,17 @@ class DuckDBStore(JobTables, Store):
             )
         self._check_tables(version)
 
-    def _snapshot(self, journal_lines: int) -> None:
-        """A reader's view: the tables as the file holds them, plus the journal folded in memory.
+    def _snapshot(self) -> None:
+        """A reader's view: the tables as the file holds them, plus every journal folded in memory.
 
         Temp tables shadow the file's (unqualified names find `temp` first), so every read
-        below works unchanged and nothing is written to the file or the journal. A run left
-        `running` is shown `interrupted`: a reader opens only when no writer holds the file.
+        below works unchanged and nothing is written to the file or a journal. A run left
+        `running` by a process that is gone is shown `interrupted`.
         """
         con = self._con
         db = con.execute("SELECT current_database()").fetchone()[0]
-        shadow = ("runs", "checkpoints", "waits", "events") if journal_lines else ("runs",)
+        sources = self._unfolded(read_only=True)
+        shadow = ("runs", "checkpoints", "waits", "events", "writers") if sources else ("runs", "writers")
         for table in shadow:
             ddl = con.execute(
                 "SELECT sql FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' AND table_name = ?",
@@ -357,23 +567,25 @@ class DuckDBStore(JobTables, Store):
             ).fetchone()[0]
             con.execute(re.sub(r"^CREATE TABLE [^(\s]+", f"CREATE TEMP TABLE {table}", ddl, count=1))
             con.execute(f'INSERT INTO temp.main.{table} SELECT * FROM "{db}".main.{table}')
-        if journal_lines:
-            data = self._journal.read()[: self._journal.good_end]
+        if sources:
             with tempfile.TemporaryDirectory(prefix="graphlab-read-") as tmp:
-                prefix = os.path.join(tmp, "journal.ndjson")
-                with open(prefix, "wb") as f:
-                    f.write(data)
                 try:
-                    con.execute("CREATE TEMP TABLE journal_rows AS " + JOURNAL_SELECT, [prefix])
+                    self._load_journal_rows(con, sources, tmp)
                     for stmt in FOLD_STATEMENTS:
                         con.execute(stmt)
                     con.execute("DROP TABLE journal_rows")
                 except duckdb.Error as exc:
                     raise StoreError(
-                        f"cannot read the journal {self._journal.path}: {str(exc).splitlines()[0]}; a line of it was "
+                        f"cannot read the journals of {self.path}: {str(exc).splitlines()[0]}; a line of one was "
                         f"damaged or edited by hand: run `python -m lab salvage --store {self.path}`"
                     ) from None
-        con.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+        running = con.execute(
+            "SELECT r.run_id, w.pid, w.host, w.started FROM runs r LEFT JOIN writers w USING (run_id) "
+            "WHERE r.status = 'running'"
+        ).fetchall()
+        gone = [run_id for run_id, pid, host, started in running if pid is None or not Process(pid, host, started).is_alive()]
+        if gone:
+            con.execute("UPDATE runs SET status = 'interrupted' WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [gone])
 
     def _migrate(self) -> None:
         con = self._con
@@ -387,15 +599,31 @@ class DuckDBStore(JobTables, Store):
         self._check_tables(version)
 
     def close(self) -> None:
-        """Fold the journal and release the file, for every Lab in this process that shares it."""
+        """Fold the journal and release the file, for every Lab in this process that shares it.
+
+        This process stops being the writer of its runs: another process may take them over
+        with `lab.resume(run_id)`.
+        """
         with self._lock:
             if self.closed:
                 return
             try:
                 if not self.read_only:
-                    self.fold()
+                    with self._session() as con:
+                        self.fold()
+                        if self._lockfile is not None:
+                            me = self.me
+                            con.execute(
+                                "DELETE FROM writers WHERE pid = ? AND host = ? AND started = ?",
+                                [me.pid, me.host, me.started],
+                            )
             finally:
                 self.closed = True
+                if self.read_only and self._depth:
+                    self._depth = 0
+                    self._detach()
+                if self._leased:
+                    self._let_go()
                 self._finalizer()
                 with _OPEN_LOCK:
                     if _OPEN.get(self.path) is self:
@@ -420,10 +648,16 @@ class DuckDBStore(JobTables, Store):
 
         A write that fails (`UnstorableValueError` for a value the store cannot hold, a
         `StoreError` for a full disk or a journal deleted under it) leaves the journal as it was
-        before this transaction; earlier buffered transactions stay buffered.
+        before this transaction; earlier buffered transactions stay buffered. A new run (a `run`
+        row) is recorded with this process as its writer, in the same transaction.
         """
         with self._lock:
             self._check_writable()
+            assert self._journal is not None
+            for row in rows:
+                if row.get("t") == "run":
+                    rows = [*rows, self.claim_row(row["run_id"])]
+                    break
             blob = self._journal.encode(rows)
             if not self._buffer_durable:
                 # a boundary is synced (fsync=True) and checked; an `entered` event alone rides
@@ -457,6 +691,7 @@ class DuckDBStore(JobTables, Store):
 
     def _flush_buffer(self) -> None:
         if self._buffer:
+            assert self._journal is not None
             blob = b"".join(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
             durable = self._buffer_durable
             self._journal.write(blob, self._buffer_lines, sync=durable and self.fsync, check=durable)
@@ -464,43 +699,193 @@ class DuckDBStore(JobTables, Store):
             self._buffer_lines = 0
             self._buffer_durable = False
 
+    # -- who writes a run ----------------------------------------------------------------
+
+    def claim_row(self, run_id: str) -> dict[str, Any]:
+        """The journal row that makes this process the writer of `run_id`."""
+        me = self.me
+        return {"t": "own", "run_id": run_id, "pid": me.pid, "host": me.host, "started": me.started, "claimed_at": time.time()}
+
+    def claim(self, run_id: str) -> None:
+        """Record this process as the run's writer (call inside `held()`, after checking `writer`)."""
+        self.write([self.claim_row(run_id)])
+
+    def abandoned(self, run_id: str) -> bool:
+        """No live process writes `run_id` (this one included): an attempt left open in it died."""
+        if run_id in self.live_runs:
+            return False
+        return self.writer(run_id) is None
+
+    def writer(self, run_id: str) -> Process | None:
+        """The live process other than this one that writes `run_id`, or None (this one, none, or gone)."""
+        with self._reading() as con:
+            row = con.execute("SELECT pid, host, started FROM writers WHERE run_id = ?", [run_id]).fetchone()
+        if row is None:
+            return None
+        proc = Process(int(row[0]), row[1], float(row[2]))
+        if proc == self.me or not proc.is_alive():
+            return None
+        return proc
+
+    # -- folding -------------------------------------------------------------------------
+
     def fold(self) -> None:
-        """Move everything journalled into the DuckDB tables in one transaction."""
+        """Move everything journalled, by every process on the store, into the DuckDB tables."""
         with self._lock:
             if self.read_only:
                 return
             self._flush_buffer()
-            if not self._journal.needs_fold():
+            if self._lockfile is None and not self._journal.needs_fold():
                 return
-            con = self._con
-            try:
-                con.execute("BEGIN")
-                con.execute(
-                    "CREATE OR REPLACE TEMP TABLE journal_rows AS " + JOURNAL_SELECT, [self._journal.readable_path]
-                )
-                self._refuse_checkpoint_conflict(con)
-                for stmt in FOLD_STATEMENTS:
-                    con.execute(stmt)
-                con.execute("DROP TABLE journal_rows")
-                con.execute("COMMIT")
-            except CheckpointError:
-                con.execute("ROLLBACK")
-                raise
-            except duckdb.Error as exc:
+            with self._session():
+                self._fold_locked()
+
+    def _unfolded(self, *, read_only: bool = False) -> list[tuple[str, int, int, bytes, int, bool]]:  # noqa: C901
+        """What each journal holds beyond its fold mark: (path, inode, mark, bytes, fd to truncate or -1, own).
+
+        This process's journal is all complete transactions. A slot no process holds belongs to
+        a process that is gone: it is read whole (a torn tail is left out; damage before a complete
+        transaction is an error) and, once folded, emptied. A live process's journal is cut after
+        its last complete transaction (a write may be under way). Called with the file attached.
+        """
+        con = self._con
+        marks = {f: (ino, folded) for f, ino, folded in con.execute("SELECT file, ino, folded FROM journal_marks").fetchall()}
+        out: list[tuple[str, int, int, bytes, int, bool]] = []
+        own = self._journal
+        paths = journal_slots(self.path) if self._lockfile is not None else []
+        if own is not None and own.path not in paths:
+            paths.append(own.path)
+        for path in paths:
+            name = os.path.basename(path)
+            if own is not None and path == own.path:
+                ino, size, fd = own.identity(), own.written(), -2
+            else:
+                fd = -1 if read_only else slot_is_free(path)
                 try:
+                    st = os.stat(path)
+                except OSError:
+                    if fd >= 0:
+                        os.close(fd)
+                    continue
+                ino, size = st.st_ino, st.st_size
+            mark_ino, mark = marks.get(name, (ino, 0))
+            if mark_ino != ino or mark > size:
+                mark = 0
+            if size <= mark:
+                if fd >= 0:
+                    os.close(fd)
+                continue
+            if fd == -2:
+                data = os.pread(own._fd, size - mark, mark)
+            else:
+                with open(path, "rb") as f:
+                    f.seek(mark)
+                    data = f.read(size - mark)
+            if fd >= 0 or read_only:
+                try:
+                    data = self._complete(path, data, mark, warn=fd >= 0)
+                except JournalDamagedError:
+                    if fd >= 0:
+                        os.close(fd)
+                    raise
+            elif fd == -1:
+                cut = data.rfind(_END)
+                data = data[: cut + len(_END)] if cut >= 0 else b""
+            out.append((path, ino, mark, data, fd, fd == -2))
+        return out
+
+    def _complete(self, path: str, data: bytes, mark: int, *, warn: bool) -> bytes:
+        """The complete transactions of a journal whose writer is gone (or read by a reader): a torn tail left out."""
+        s = scan(data)
+        if s.damaged:
+            line, start, _ = s.damaged[0]
+            after = f" after the {mark} bytes already folded" if mark else ""
+            raise JournalDamagedError(
+                f"the journal {path} is damaged at line {line} (byte {mark + start}{after}), before "
+                f"{len(s.complete)} complete transaction(s) that follow or precede it; it was not replayed and "
+                f"is left as it is. Run `python -m lab salvage --store {self.path}` to keep every complete "
+                "transaction on both sides, or restore it from a backup"
+            )
+        if s.good_end < len(data) and warn:
+            log.warning("journal %s: dropped a torn tail of %d bytes left by a killed process", path, len(data) - s.good_end)
+        return data[: s.good_end]
+
+    def _load_journal_rows(self, con: duckdb.DuckDBPyConnection, sources: list[tuple[str, int, int, bytes, int, bool]], tmp: str) -> None:
+        """`journal_rows` from each journal's unfolded bytes; this process's lines keep their numbers."""
+        parts, params = [], []
+        order = sorted(range(len(sources)), key=lambda i: not sources[i][5])  # own journal first: offset 0
+        for n, i in enumerate(order):
+            data = sources[i][3]
+            if not data:
+                continue
+            chunk = os.path.join(tmp, f"{n}.ndjson")
+            with open(chunk, "wb") as f:
+                f.write(data)
+            parts.append(f"SELECT * REPLACE (j + {n * _SOURCE} AS j) FROM ({JOURNAL_SELECT})")
+            params.append(chunk)
+        self._sources = [sources[i][0] for i in order]
+        if not parts:
+            parts, params = [f"SELECT * FROM ({JOURNAL_SELECT}) LIMIT 0"], [os.path.join(tmp, "none.ndjson")]
+            with open(params[0], "wb"):
+                pass
+        con.execute("CREATE OR REPLACE TEMP TABLE journal_rows AS " + " UNION ALL ".join(parts), params)
+
+    def _fold_locked(self) -> None:  # noqa: C901
+        """Fold every journal (with the file attached and the store's lock held), then empty what may be."""
+        con = self._con
+        own = self._journal
+        sources = self._unfolded()
+        if not any(data for _, _, _, data, _, _ in sources) and not any(fd >= 0 for *_, fd, _ in sources):
+            return
+        truncate: list[tuple[str, int]] = []
+        try:
+            with tempfile.TemporaryDirectory(prefix="graphlab-fold-") as tmp:
+                try:
+                    con.execute("BEGIN")
+                    self._load_journal_rows(con, sources, tmp)
+                    kinds = {r[0] for r in con.execute("SELECT DISTINCT t FROM journal_rows").fetchall()}
+                    if "cp" in kinds:
+                        self._refuse_checkpoint_conflict(con)
+                    for stmt, needs in zip(FOLD_STATEMENTS, FOLD_NEEDS, strict=True):
+                        if needs & kinds:
+                            con.execute(stmt)
+                    con.execute("DROP TABLE journal_rows")
+                    for path, ino, mark, data, fd, mine in sources:
+                        emptied = fd >= 0 or (mine and not own._broken)
+                        folded = 0 if emptied else mark + len(data)
+                        con.execute(
+                            "INSERT OR REPLACE INTO journal_marks VALUES (?, ?, ?)", [os.path.basename(path), ino, folded]
+                        )
+                        if emptied:
+                            truncate.append((path, fd))
+                    con.execute("COMMIT")
+                except CheckpointError:
                     con.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass
-                db = self.path if self.path != MEMORY else "the in-memory store"
-                raise StoreError(
-                    f"cannot fold the journal {self._journal.path} into {self.path}: {str(exc).splitlines()[0]}; "
-                    "nothing is lost: the journal is kept and replayed on the next open. If this repeats, a line of "
-                    f"the journal was damaged or edited by hand: run `python -m lab salvage --store {db}` to fold "
-                    "every transaction that can be folded (the journal is first copied aside), or move "
-                    f"{self._journal.path} aside (it holds the boundaries written since the last fold) to open the "
-                    "store without it"
-                ) from None
-            self._journal.truncate()
+                    raise
+                except duckdb.Error as exc:
+                    try:
+                        con.execute("ROLLBACK")
+                    except duckdb.Error:
+                        pass
+                    db = self.path if self.path != MEMORY else "the in-memory store"
+                    journal = own.path if own is not None else f"{self.path}.journal"
+                    raise StoreError(
+                        f"cannot fold the journal {journal} into {self.path}: {str(exc).splitlines()[0]}; "
+                        "nothing is lost: the journal is kept and replayed on the next open. If this repeats, a line of "
+                        f"the journal was damaged or edited by hand: run `python -m lab salvage --store {db}` to fold "
+                        "every transaction that can be folded (the journal is first copied aside), or move "
+                        f"{journal} aside (it holds the boundaries written since the last fold) to open the "
+                        "store without it"
+                    ) from None
+            for _path, fd in truncate:
+                if fd == -2:
+                    own.truncate()
+                else:
+                    os.ftruncate(fd, 0)
+        finally:
+            for *_, fd, _ in sources:
+                if fd >= 0:
+                    os.close(fd)
 
     def _refuse_checkpoint_conflict(self, con: duckdb.DuckDBPyConnection) -> None:
         """A different checkpoint under an id already taken fails the fold, naming both (nothing is folded)."""
@@ -508,14 +893,20 @@ class DuckDBStore(JobTables, Store):
         if row is None:
             return
         run_id, seq, first_line, second_line, first, second = row
-        where = "stored" if first_line is None else f"journal line {first_line}"
+        sources = getattr(self, "_sources", [])
+
+        def line(j: int) -> str:
+            n, at = divmod(int(j), _SOURCE)
+            return f"journal line {at} of {sources[n] if n < len(sources) else self._journal.path}"
+
+        where = "stored" if first_line is None else line(first_line)
 
         def short(text: str) -> str:
             return text if len(text) <= 300 else text[:300] + "..."
 
         raise CheckpointError(
-            f"two different checkpoints claim this id: the {where} one is {short(first)}; journal line "
-            f"{second_line} of {self._journal.path} is {short(second)}. A checkpoint id is written once, so "
+            f"two different checkpoints claim this id: the {where} one is {short(first)}; "
+            f"{line(second_line)} is {short(second)}. A checkpoint id is written once, so "
             "one of them was edited by hand or comes from another store; nothing was folded and the journal is "
             f"kept: remove the line that is wrong from the journal (or move the journal aside) and open the store again",
             run_id=run_id,
@@ -524,9 +915,8 @@ class DuckDBStore(JobTables, Store):
 
     def register_graph(self, manifest: Manifest) -> int:
         """The revision number of this manifest's digest under its key, stored on first sight."""
-        with self._lock:
-            self._check_writable()
-            con = self._con
+        self._check_writable()
+        with self._session() as con:
             row = con.execute(
                 "SELECT revision FROM graphs WHERE graph_key = ? AND digest = ?", [manifest.key, manifest.digest]
             ).fetchone()
@@ -543,9 +933,9 @@ class DuckDBStore(JobTables, Store):
             return int(nxt)
 
     def manifest(self, key: str, revision: int) -> Manifest | None:
-        with self._lock:
-            self._check_open()
-            row = self._con.execute(
+        self._check_open()
+        with self._session() as con:
+            row = con.execute(
                 "SELECT manifest FROM graphs WHERE graph_key = ? AND revision = ?", [key, revision]
             ).fetchone()
         return Manifest.from_json(json.loads(row[0])) if row else None
@@ -584,11 +974,11 @@ class DuckDBStore(JobTables, Store):
 
     @contextmanager
     def _reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with self._lock:
+        with self._session() as con:
             self._check_open()
             self.fold()
             try:
-                yield self._con
+                yield con
             except duckdb.Error as exc:
                 raise StoreError(
                     f"cannot read the store {self.path}: {str(exc).splitlines()[0]}; if it was edited outside "

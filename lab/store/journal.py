@@ -194,11 +194,13 @@ def salvage_lines(data: bytes) -> tuple[bytes, int, int]:
 class Journal:
     """The journal file of one store. Not thread-safe: the store serialises access."""
 
-    def __init__(self, path: str, *, fsync: bool = False, read_only: bool = False):
+    def __init__(self, path: str, *, fsync: bool = False, read_only: bool = False, fd: int | None = None):
         self.path = path
         self.fsync = fsync
         self.read_only = read_only
-        if read_only:
+        if fd is not None:  # a slot this process holds (holders.claim_slot)
+            self._fd = fd
+        elif read_only:
             self._fd = os.open(path, os.O_RDONLY) if os.path.exists(path) else -1
         else:
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
@@ -323,6 +325,14 @@ class Journal:
     def needs_fold(self) -> bool:
         """Lines written since the last fold (or a file the store has not yet folded)."""
         return self.pending_lines > 0 or (not self._broken and self.size() > 0)
+
+    def identity(self) -> int:
+        """The file's inode: a fold mark names the file it was taken on."""
+        return os.fstat(self._fd).st_ino if self._fd >= 0 else -1
+
+    def written(self) -> int:
+        """Bytes of complete transactions this process has written (what another may fold)."""
+        return self._size
 
     def size(self) -> int:
         return os.fstat(self._fd).st_size if self._fd >= 0 else 0

@@ -7,7 +7,7 @@ columns hold what the codec wrote; query them with DuckDB's JSON functions
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events")
 """The data tables (besides `meta`), in dependency order."""
@@ -134,6 +134,25 @@ MIGRATIONS: list[list[str]] = [
         )
         """,
     ],
+    # version 3 -> 4: several processes on one store (docs/store.md "Who holds what, when")
+    [
+        """
+        CREATE TABLE IF NOT EXISTS writers (
+            run_id VARCHAR PRIMARY KEY,
+            pid BIGINT NOT NULL,
+            host VARCHAR NOT NULL,
+            started DOUBLE NOT NULL,
+            claimed_at TIMESTAMP NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS journal_marks (
+            file VARCHAR PRIMARY KEY,
+            ino BIGINT NOT NULL,
+            folded BIGINT NOT NULL
+        )
+        """,
+    ],
 ]
 
 JOURNAL_COLUMNS: dict[str, str] = {
@@ -168,6 +187,10 @@ JOURNAL_COLUMNS: dict[str, str] = {
     "prior": "JSON",
     "resolved_at": "DOUBLE",
     "resolution": "JSON",
+    "pid": "BIGINT",
+    "host": "VARCHAR",
+    "started": "DOUBLE",
+    "claimed_at": "DOUBLE",
 }
 """Every column a journal line may carry; `t` says which table the line belongs to.
 
@@ -177,7 +200,8 @@ JOURNAL_SELECT = (
     "SELECT * REPLACE ("
     "make_timestamp(CAST(round(created_at * 1000000) AS BIGINT)) AS created_at, "
     "make_timestamp(CAST(round(updated_at * 1000000) AS BIGINT)) AS updated_at, "
-    "make_timestamp(CAST(round(resolved_at * 1000000) AS BIGINT)) AS resolved_at) "
+    "make_timestamp(CAST(round(resolved_at * 1000000) AS BIGINT)) AS resolved_at, "
+    "make_timestamp(CAST(round(claimed_at * 1000000) AS BIGINT)) AS claimed_at) "
     "FROM read_json(?, format='newline_delimited', columns={"
     + ", ".join(f"'{k}': '{v}'" for k, v in JOURNAL_COLUMNS.items())
     + "})"
@@ -261,8 +285,48 @@ FOLD_STATEMENTS: list[str] = [
     ) AS u
     WHERE runs.run_id = u.run_id
     """,
+    # an answer from a process that does not advance the run (docs/store.md): the run is queued
+    # once every wait at its head is answered; its writer records the verdict event when it goes on
+    """
+    UPDATE runs SET status = 'queued'
+    WHERE status = 'waiting'
+      AND run_id IN (SELECT w.run_id FROM waits w JOIN journal_rows v ON v.t = 'vd' AND v.owner = w.owner)
+      AND EXISTS (SELECT 1 FROM waits w WHERE w.run_id = runs.run_id AND w.checkpoint_seq = runs.head_seq)
+      AND NOT EXISTS (
+          SELECT 1 FROM waits w
+          WHERE w.run_id = runs.run_id AND w.checkpoint_seq = runs.head_seq AND w.resolved_at IS NULL
+      )
+    """,
+    # the live writer of a run (a claim replaces an older one, never a newer one)
+    """
+    DELETE FROM writers USING (
+        SELECT run_id, claimed_at FROM journal_rows WHERE t = 'own'
+        QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY claimed_at DESC, j DESC) = 1
+    ) AS o
+    WHERE writers.run_id = o.run_id AND writers.claimed_at <= o.claimed_at
+    """,
+    """
+    INSERT OR IGNORE INTO writers
+    SELECT run_id, pid, host, started, claimed_at FROM journal_rows WHERE t = 'own'
+    QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY claimed_at DESC, j DESC) = 1
+    """,
 ]
 """Fold journal lines into the tables. Idempotent: replaying lines already folded changes nothing.
 
 A checkpoint line also moves its run's head and status (it is the new head by construction), so
 a settled boundary costs three journal lines: entered, checkpoint, settled."""
+
+FOLD_NEEDS: list[frozenset[str]] = [
+    frozenset({"run"}),
+    frozenset({"cp"}),
+    frozenset({"wait"}),
+    frozenset({"vd"}),
+    frozenset({"bp"}),
+    frozenset({"ev"}),
+    frozenset({"upd", "cp"}),
+    frozenset({"vd"}),
+    frozenset({"own"}),
+    frozenset({"own"}),
+]
+"""The journal row kinds (`t`) each of FOLD_STATEMENTS reads: a fold runs only those its lines need."""
+assert len(FOLD_NEEDS) == len(FOLD_STATEMENTS)

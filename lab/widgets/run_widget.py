@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from ..run import Run
 
 __all__ = ("RunWidget",)
+
+log = logging.getLogger(__name__)
 
 _EVENTS_SHOWN = 200
 _widgets: weakref.WeakValueDictionary[str, RunWidget] = weakref.WeakValueDictionary()
@@ -221,6 +225,7 @@ class RunWidget(widgets.VBox):
         except LabError:  # a store that keeps no agent jobs (PostgreSQL, for now): no agent panel
             pass
         self.refresh()
+        _watch(self)
 
     # -- what is selected ------------------------------------------------------------------
 
@@ -264,6 +269,11 @@ class RunWidget(widgets.VBox):
                 self._timer = threading.Timer(self.interval, self._tick)
                 self._timer.daemon = True
                 self._timer.start()
+
+    def _poll(self) -> None:
+        """Take in what another process wrote to this run (its progress, or an answer given there)."""
+        if self._run.refresh():
+            self.refresh()
 
     def _tick(self) -> None:
         with self._lock:
@@ -502,6 +512,8 @@ class RunWidget(widgets.VBox):
         run = self._run
         status = run.status
         busy = self.busy
+        if run.writer is not None and action not in ("fork",):
+            return f"{run.writer} advances this run; {action} it there (this view follows it and can answer its wait)"
         if action == "pause":
             return (
                 None if busy else "nothing is running from this view; Pause stops a Run at the next boundary"
@@ -712,6 +724,37 @@ class RunWidget(widgets.VBox):
 
     def __repr__(self) -> str:
         return f"<RunWidget {self._run.id}>"
+
+
+WATCH_EVERY = 0.5
+"""Seconds between looks at the store for what another process wrote to a shown run."""
+
+
+def _watch(view: RunWidget) -> None:
+    """Follow a run another process advances (or an answer given elsewhere) while the view lives.
+
+    A daemon thread that holds the view weakly: it ends when the view is collected or the store
+    closes. A run this process advances changes here only through its own events.
+    """
+    ref = weakref.ref(view)
+    run = view._run
+
+    def loop() -> None:
+        while True:
+            time.sleep(WATCH_EVERY)
+            w = ref()
+            if w is None or run.lab.store.closed:
+                return
+            if run.writer is None and run.status != "waiting":
+                del w
+                continue
+            try:
+                w._poll()
+            except Exception:  # a view never breaks the run it shows; the next look tries again
+                log.debug("run view of %s could not poll the store", run.id, exc_info=True)
+            del w
+
+    threading.Thread(target=loop, name=f"graphlab-watch-{run.id}", daemon=True).start()
 
 
 def _choices(wait: Any) -> list[dict[str, Any]]:

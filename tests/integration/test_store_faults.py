@@ -2,8 +2,10 @@
 
 Scenarios (each: a clear lab error that names the thing and what to do, and nothing stored is
 lost or changed — proved by comparing every table, or the file's bytes, before and after):
-- a store held by another process (a worker holding it open): `StoreLockedError` naming the
-  file and the holder's PID; once the holder exits the store opens with everything in it
+- a store held open by a process that is not a Graph Lab of this version (a plain duckdb
+  connection in a worker): `StoreLockedError` naming the file and the holder's PID; once the
+  holder exits the store opens with everything in it. (A Graph Lab in another process holds
+  nothing between operations: tests/integration/test_many_processes.py.)
 - checkpoints hand-edited with duckdb after the lab closed — state that no longer validates,
   a pending station with an unknown node id or a missing field, truncated JSON — give a
   `CheckpointError` naming run and seq when that run is resumed or that checkpoint is read,
@@ -146,7 +148,7 @@ def test_a_store_held_by_another_process_is_refused_clearly_and_opens_after(stor
     db, runs = store
     before = raw_snapshot(db)
     with subprocess.Popen(
-        worker_command(db, "hold"),
+        worker_command(db, "hold-raw"),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -159,7 +161,7 @@ def test_a_store_held_by_another_process_is_refused_clearly_and_opens_after(stor
             message = str(err.value)
             assert os.fspath(db) in message
             assert f"PID {holder.pid}" in message
-            assert "lab.close()" in message and "different path" in message
+            assert "lab.close()" in message and "different path" in message and "duckdb connection" in message
             assert "Conflicting lock" not in message and "IO Error" not in message  # not DuckDB's words
             assert err.value.__cause__ is None and err.value.__suppress_context__
             # the same refusal from the terminal entry point, as a message and exit status 2

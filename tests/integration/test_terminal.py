@@ -40,15 +40,28 @@ def test_terminal_errors_name_terminal_commands(db_path: str) -> None:
     assert missing.returncode == 2
     assert f"`python -m lab runs --store {db_path}` lists its runs" in missing.stderr
     assert "lab.runs()" not in missing.stderr
-    holder = subprocess.Popen(
+    # a notebook's kernel with the store open holds nothing between operations: the terminal reads
+    beside = subprocess.Popen(
         [sys.executable, "-c", f"from lab import Lab; lab = Lab({db_path!r}); print('open', flush=True); input()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+    try:
+        assert beside.stdout is not None and beside.stdout.readline().strip() == "open"
+        listed = _cli("runs", "--store", db_path)
+        assert listed.returncode == 0 and "1 run(s)" in listed.stdout and " done " in listed.stdout, listed.stderr
+    finally:
+        beside.kill()
+        beside.communicate()
+    # a process that keeps the file open itself (a duckdb session, an older Graph Lab) is named
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb; con = duckdb.connect({db_path!r}); print('open', flush=True); input()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
     )  # fmt: skip
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
         locked = _cli("runs", "--store", db_path)
         assert locked.returncode == 2, locked.stdout
-        assert "is open in another process" in locked.stderr
+        assert "is open in another process" in locked.stderr and f"PID {holder.pid}" in locked.stderr
         assert "--store PATH" in locked.stderr and "Lab(" not in locked.stderr
     finally:
         holder.kill()

@@ -3,6 +3,7 @@
     python worker.py DBPATH start            # prints the run id on a line, runs to End
     python worker.py DBPATH resume RUN_ID    # prints the run id on a line, runs to End
     python worker.py DBPATH hold             # opens the Lab, prints READY, waits for stdin EOF
+    python worker.py DBPATH hold-raw         # holds the file with a plain duckdb connection (not a Lab)
 
 `start` and `resume` print `OUTPUT <json>` once the run is done, then close the lab. The first
 line is printed (and flushed) only once the run is durably created or resumed, so a parent that
@@ -77,10 +78,18 @@ def _install_fault_hooks(lab: Lab) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[1] not in ("start", "resume", "hold"):
+    if len(argv) < 2 or argv[1] not in ("start", "resume", "hold", "hold-raw"):
         print(__doc__, file=sys.stderr)
         return 2
     path, mode = argv[0], argv[1]
+    if mode == "hold-raw":  # what an older Graph Lab, or a duckdb session, does: keep the file open
+        import duckdb
+
+        con = duckdb.connect(path)
+        print("READY", flush=True)
+        sys.stdin.read()
+        con.close()
+        return 0
     lab = Lab(path, durability="step")
     if mode == "hold":
         print("READY", flush=True)
