@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +21,7 @@ import duckdb
 
 from ..manifest import Manifest
 from ..records import CheckpointRecord, EventRecord, RunRecord, WaitRecord
+from .holders import Process
 
 __all__ = ("Store", "unix_seconds")
 
@@ -81,6 +83,20 @@ class Store(ABC):
     @abstractmethod
     def fold(self) -> None:
         """Make everything written visible to every reader (DuckDB folds its journal; a no-op elsewhere)."""
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the store across reads and writes no other process may come between (a takeover of a
+        run, an answer to a wait). DuckDB takes its lock for them; a server store needs nothing here."""
+        yield
+
+    def writer(self, run_id: str) -> Process | None:
+        """The live process other than this one that writes `run_id`, or None (docs/store.md)."""
+        return None
+
+    def claim(self, run_id: str) -> None:
+        """Record this process as the writer of `run_id` (inside `held()`, after `writer` said None)."""
+        return None
 
     def abandoned(self, run_id: str) -> bool:
         """True when no live process is stepping `run_id`, so an attempt left open in it died.
