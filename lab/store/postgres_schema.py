@@ -244,4 +244,8 @@ MIGRATIONS: list[list[str]] = [
         )
         """,
     ],
+    # version 3 -> 4: nothing here. DuckDB's schema 4 adds `writers` and `journal_marks`, its own
+    # machinery for several processes on one file (docs/store.md "Who holds what, when"); a server
+    # serialises its writers itself (advisory locks, see PostgresStore.abandoned).
+    [],
 ]
