@@ -372,10 +372,10 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         """Who advances this run when another process does ("process 123 on host h (started ...)"), else None."""
         return self._writer.describe() if self._writer is not None else None
 
-    def refresh(self) -> bool:
+    def _follow(self) -> bool:
         """Take in what another process wrote: its progress on a run it advances, or an answer given there.
 
-        Returns True when something changed. Views call it on a timer; stepping does it itself.
+        Returns True when something changed. The run view calls it on a timer; stepping does it itself.
         """
         if self._writer is not None:
             return self._reload()

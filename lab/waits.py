@@ -185,6 +185,8 @@ class Waits:
     def _take_in_answers(self: Run) -> bool:  # type: ignore[misc]
         """The writer's side of an answer given in another process: record its verdict event, go on queued."""
         store = self.lab.store
+        if not store.writer_records_answers:
+            return False  # the answering process recorded its verdict event itself
         stored = {w.owner: w for w in store.waits(self.id) if w.checkpoint_seq == self._head}
         mine = self.head_waits
         if not mine:
@@ -512,6 +514,11 @@ class Waits:
         `run.approve()`) continues with `run.run()`, which refreshes by itself; this says
         what the store holds now. A run another process moved past the wait is refused.
         """
+        if self._writer is not None:  # a run another process advances (DuckDB): read it again
+            self._reload()
+            return self.wait
+        if self._status == "waiting":
+            self._take_in_answers()
         if self._status not in ("waiting", "queued"):
             return self.wait
         rec = self.lab.store.get_run(self.id)

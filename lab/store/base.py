@@ -84,6 +84,10 @@ class Store(ABC):
     def fold(self) -> None:
         """Make everything written visible to every reader (DuckDB folds its journal; a no-op elsewhere)."""
 
+    writer_records_answers: bool = False
+    """An answer from a process that does not write the run is recorded by the run's writer (its
+    `verdict` event) when it goes on: DuckDB, whose event numbers only the writer gives."""
+
     @contextmanager
     def held(self) -> Iterator[None]:
         """Hold the store across reads and writes no other process may come between (a takeover of a

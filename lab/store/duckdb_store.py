@@ -269,6 +269,8 @@ def _not_writable(path: str, detail: str, read_only: bool = False, target: str |
 class DuckDBStore(JobTables, Store):
     """Graph Lab's store on one DuckDB database (a file, or `:memory:` for tests)."""
 
+    writer_records_answers = True
+
     def __init__(self, path: str, *, fsync: bool = False, fold_every: int = 20000, read_only: bool = False):
         self.path = path
         self.fsync = fsync

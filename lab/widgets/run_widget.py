@@ -272,7 +272,7 @@ class RunWidget(widgets.VBox):
 
     def _poll(self) -> None:
         """Take in what another process wrote to this run (its progress, or an answer given there)."""
-        if self._run.refresh():
+        if self._run._follow():
             self.refresh()
 
     def _tick(self) -> None:
