@@ -380,12 +380,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         if self._writer is not None:
             return self._reload()
         if self._status == "waiting" and not self._busy.locked():
-            with self.lab.store.held():
-                if self._status == "waiting" and self._busy.acquire(blocking=False):
-                    try:
-                        return self._take_in_answers()
-                    finally:
-                        self._busy.release()
+            return self._take_in_answers()
         return False
 
     def _reload(self) -> bool:

@@ -187,6 +187,12 @@ class Waits:
         store = self.lab.store
         if not store.writer_records_answers:
             return False  # the answering process recorded its verdict event itself
+        with store.held():  # one thread at a time: a view's poll, a step, an answer
+            if self._status != "waiting":
+                return False
+            return self._record_answers_given_elsewhere(store)
+
+    def _record_answers_given_elsewhere(self: Run, store: Any) -> bool:  # type: ignore[misc]
         stored = {w.owner: w for w in store.waits(self.id) if w.checkpoint_seq == self._head}
         mine = self.head_waits
         if not mine:
