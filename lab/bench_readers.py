@@ -55,7 +55,7 @@ def _writer(path: str) -> int:
     stations = 0
     print("READY", flush=True)
     while not stop.is_set():
-        run = g.start(Loop(), state=BenchState(limit=1000), durability="step")
+        run = g.start(Loop(), state=BenchState(limit=1000), durability="step", step_limit=None)
         while not stop.is_set() and run.step().outcome != "done":
             stations += 1
     print(f"STATIONS {stations}", flush=True)
@@ -77,7 +77,7 @@ def run_reader_benchmark(
         lab = Lab(path, durability="batch")
         try:
             g = declare(lab)
-            run = g.start(Loop(), state=BenchState(limit=checkpoints), durability="batch").run()
+            run = g.start(Loop(), state=BenchState(limit=checkpoints), durability="batch", step_limit=None).run()
             lab.store.fold()
             writer = subprocess.Popen(
                 [sys.executable, "-m", "lab.bench_readers", "--writer", path],

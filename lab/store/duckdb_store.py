@@ -70,6 +70,8 @@ _END = b',"end":true}\n'
 """How a transaction's last line ends (the journal writes `end` last): where another process's journal may be cut."""
 LINGER = 0.5
 """Seconds a process keeps the file attached after its last operation, unless another process waits."""
+OTHERS_EVERY = 0.1
+"""Seconds between two reads of the journals of other processes (what they wrote shows this late at most)."""
 WATCH_EVERY = 0.003
 """Seconds between looks for another process waiting for the file, while this one keeps it."""
 _OPEN: dict[str, DuckDBStore] = {}
@@ -296,6 +298,8 @@ class DuckDBStore(JobTables, Store):
         self._leased = False
         """The file is attached and the store's lock held (during an operation, and LINGER s after)."""
         self._last_use = 0.0
+        self._others_at = 0.0
+        """When the journals of other processes were last folded here (`held()` always folds them)."""
         self._watcher: threading.Thread | None = None
         self._lockfile: StoreLock | None = None
         self._journal: Journal | None = None
@@ -720,6 +724,7 @@ class DuckDBStore(JobTables, Store):
 
     def writer(self, run_id: str) -> Process | None:
         """The live process other than this one that writes `run_id`, or None (this one, none, or gone)."""
+        self.fold()  # every journal: a claim another process wrote a moment ago counts
         with self._reading() as con:
             row = con.execute("SELECT pid, host, started FROM writers WHERE run_id = ?", [run_id]).fetchone()
         if row is None:
@@ -731,18 +736,21 @@ class DuckDBStore(JobTables, Store):
 
     # -- folding -------------------------------------------------------------------------
 
-    def fold(self) -> None:
-        """Move everything journalled, by every process on the store, into the DuckDB tables."""
+    def fold(self, *, others: bool = True) -> None:
+        """Move everything journalled, by every process on the store, into the DuckDB tables.
+
+        `others=False` folds only this process's journal (a read between two looks at the others).
+        """
         with self._lock:
             if self.read_only:
                 return
             self._flush_buffer()
-            if self._lockfile is None and not self._journal.needs_fold():
+            if (self._lockfile is None or not others) and not self._journal.needs_fold():
                 return
             with self._session():
-                self._fold_locked()
+                self._fold_locked(others=others)
 
-    def _unfolded(self, *, read_only: bool = False) -> list[tuple[str, int, int, bytes, int, bool]]:  # noqa: C901
+    def _unfolded(self, *, read_only: bool = False, others: bool = True) -> list[tuple[str, int, int, bytes, int, bool]]:  # noqa: C901
         """What each journal holds beyond its fold mark: (path, inode, mark, bytes, fd to truncate or -1, own).
 
         This process's journal is all complete transactions. A slot no process holds belongs to
@@ -754,7 +762,9 @@ class DuckDBStore(JobTables, Store):
         marks = {f: (ino, folded) for f, ino, folded in con.execute("SELECT file, ino, folded FROM journal_marks").fetchall()}
         out: list[tuple[str, int, int, bytes, int, bool]] = []
         own = self._journal
-        paths = journal_slots(self.path) if self._lockfile is not None else []
+        paths = journal_slots(self.path) if self._lockfile is not None and others else []
+        if others:
+            self._others_at = time.monotonic()
         if own is not None and own.path not in paths:
             paths.append(own.path)
         for path in paths:
@@ -832,11 +842,11 @@ class DuckDBStore(JobTables, Store):
                 pass
         con.execute("CREATE OR REPLACE TEMP TABLE journal_rows AS " + " UNION ALL ".join(parts), params)
 
-    def _fold_locked(self) -> None:  # noqa: C901
+    def _fold_locked(self, *, others: bool = True) -> None:  # noqa: C901
         """Fold every journal (with the file attached and the store's lock held), then empty what may be."""
         con = self._con
         own = self._journal
-        sources = self._unfolded()
+        sources = self._unfolded(others=others)
         if not any(data for _, _, _, data, _, _ in sources) and not any(fd >= 0 for *_, fd, _ in sources):
             return
         truncate: list[tuple[str, int]] = []
@@ -891,6 +901,12 @@ class DuckDBStore(JobTables, Store):
 
     def _refuse_checkpoint_conflict(self, con: duckdb.DuckDBPyConnection) -> None:
         """A different checkpoint under an id already taken fails the fold, naming both (nothing is folded)."""
+        taken = con.execute(
+            "SELECT EXISTS (SELECT 1 FROM journal_rows j JOIN checkpoints c ON c.run_id = j.run_id AND c.seq = j.seq "
+            "WHERE j.t = 'cp') OR (SELECT count(*) <> count(DISTINCT (run_id, seq)) FROM journal_rows WHERE t = 'cp')"
+        ).fetchone()[0]
+        if not taken:  # the usual case: every checkpoint line is new (the full comparison below costs more)
+            return
         row = con.execute(CHECKPOINT_CONFLICTS).fetchone()
         if row is None:
             return
@@ -978,7 +994,9 @@ class DuckDBStore(JobTables, Store):
     def _reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
         with self._session() as con:
             self._check_open()
-            self.fold()
+            # this process's own writes are always folded first; the other processes' journals at
+            # most every OTHERS_EVERY s (a read in a tight loop would fold a few lines each time)
+            self.fold(others=time.monotonic() - self._others_at >= OTHERS_EVERY)
             try:
                 yield con
             except duckdb.Error as exc:
