@@ -45,7 +45,8 @@ run"""
 
 LIST = 'print("runs:", sorted(r.graph_key for r in lab.runs()))'
 
-FOLLOW = """other = lab.resume(next(r.run_id for r in lab.runs() if r.graph_key == "{other}"))
+FOLLOW = """lab.graph("{other}", state_type=S, output_type=int).node(Tick)  # the same source: the same revision
+other = lab.resume(next(r.run_id for r in lab.runs() if r.graph_key == "{other}"))
 other"""
 
 
@@ -89,8 +90,12 @@ def test_two_notebooks_in_one_jupyterlab_step_a_run_each(page, jupyter_server: S
     expect(left.locator(".gl-step")).to_be_enabled(timeout=60_000)
     step(left, 1)
 
-    # the second notebook opens beside it, in the same JupyterLab, while the first kernel lives
-    page.goto(f"{jupyter_server.url}/lab/tree/two/right.ipynb?token={jupyter_server.token}")
+    # the second notebook opens beside it from the file browser, in the same JupyterLab, while the
+    # first kernel lives
+    item = page.locator(".jp-DirListing-item", has_text="right.ipynb")
+    if not item.is_visible():
+        page.locator(".jp-SideBar .lm-TabBar-tab[data-id='filebrowser']").click()
+    item.dblclick()
     expect(page.locator(".lm-TabBar-tab", has_text="left.ipynb")).to_be_visible(timeout=60_000)
     expect(page.locator(".lm-TabBar-tab.lm-mod-current", has_text="right.ipynb")).to_be_visible(timeout=60_000)
     expect(panel.locator(".jp-Cell").first).to_be_visible(timeout=90_000)
