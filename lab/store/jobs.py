@@ -47,6 +47,7 @@ class JobTables:
     """Insert, transition and read agent jobs (lab/agents drives them)."""
 
     _reading: Any
+    _session: Any
     _check_writable: Any
     _check_open: Any
     _lock: Any
@@ -59,10 +60,10 @@ class JobTables:
     def _jobs_reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """The connection for the job tables, without folding the journal first: jobs never go
         through the journal, so a fold (milliseconds while a run writes) would buy nothing here."""
-        with self._lock:
+        with self._session() as con:  # the file attached for this operation (docs/store.md "Who holds what")
             self._check_open()
             try:
-                yield self._con
+                yield con
             except duckdb.Error as exc:
                 raise StoreError(f"cannot read the agent jobs of {getattr(self, 'path', 'the store')}: {str(exc).splitlines()[0]}") from None
 
