@@ -108,6 +108,8 @@ def run_reader_benchmark(
                 out = writer.stdout.read()
                 err = writer.stderr.read()
                 writer.wait(timeout=120)
+                writer.stdout.close()
+                writer.stderr.close()
             lines = [ln for ln in out.splitlines() if ln.startswith("STATIONS ")]
             if writer.returncode != 0 or not lines:
                 raise RuntimeError(f"the writer failed: {err.strip().splitlines()[-1:] or writer.returncode}")
