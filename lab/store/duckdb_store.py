@@ -68,11 +68,11 @@ _SOURCE = 1 << 40
 """Journal line numbers of the n-th folded journal are offset by n * _SOURCE, so lines of several journals never tie."""
 _END = b',"end":true}\n'
 """How a transaction's last line ends (the journal writes `end` last): where another process's journal may be cut."""
-LINGER = 0.5
+LINGER = 0.25
 """Seconds a process keeps the file attached after its last operation, unless another process waits."""
 OTHERS_EVERY = 0.1
 """Seconds between two reads of the journals of other processes (what they wrote shows this late at most)."""
-WATCH_EVERY = 0.003
+WATCH_EVERY = 0.01
 """Seconds between looks for another process waiting for the file, while this one keeps it."""
 _OPEN: dict[str, DuckDBStore] = {}
 _OPEN_LOCK = threading.Lock()
