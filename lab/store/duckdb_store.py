@@ -70,7 +70,7 @@ _END = b',"end":true}\n'
 """How a transaction's last line ends (the journal writes `end` last): where another process's journal may be cut."""
 LINGER = 0.25
 """Seconds a process keeps the file attached after its last operation, unless another process waits."""
-OTHERS_EVERY = 0.1
+OTHERS_EVERY = 0.5
 """Seconds between two reads of the journals of other processes (what they wrote shows this late at most)."""
 WATCH_EVERY = 0.01
 """Seconds between looks for another process waiting for the file, while this one keeps it."""
