@@ -225,11 +225,11 @@ def test_a_fold_that_fails_after_a_journal_write_does_not_fail_the_write(tmp_pat
         real_fold = DuckDBStore.fold
         failures = []
 
-        def full_disk_fold(store):
+        def full_disk_fold(store, **kwargs):
             if len(failures) < 2:
                 failures.append(1)
                 raise StoreError("cannot fold: No space left on device")
-            real_fold(store)
+            real_fold(store, **kwargs)
 
         monkeypatch.setattr(DuckDBStore, "fold", full_disk_fold)
         run = declare(lab).start(Step(), state=Bag(limit=12)).run()
