@@ -5,7 +5,7 @@ invocation: the first time the child starts there; when the parent evaluates the
 retry, or a resume after it died), the child run found there continues from its own head. The
 last line on stdout is `{"run_id", "status", "output", "error", "pid"}`.
 
-A child whose parent died alone keeps running as an orphan and holds its store; the worker of the
+A child whose parent died alone keeps running as an orphan and writes its run; the worker of the
 parent's next evaluation waits for it (`--wait` seconds, default 600) and then takes its result.
 """
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         sub = lab.subroutine(definition)
         runs = lab.runs(graph=sub.name)
         if runs:
-            run = lab.resume(runs[0].run_id)
+            run = _resume(lab, runs[0].run_id, args.wait)
             if run.status == "failed":
                 run.retry()
         else:
@@ -66,6 +66,20 @@ def main(argv: list[str] | None = None) -> int:
         lab.close()
     print(json.dumps(result, default=str))
     return 0
+
+
+def _resume(lab: Any, run_id: str, wait: float) -> Any:
+    """The child run; while an orphaned child process of an earlier evaluation still writes it, wait.
+
+    Several processes share a store (docs/store.md "Who holds what, when"), one writer per run:
+    the orphan finishes its run, or dies, and then this process takes the run over.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        run = lab.resume(run_id)
+        if run.writer is None or time.monotonic() >= deadline:
+            return run  # past the deadline, stepping it says which process writes it
+        time.sleep(0.2)
 
 
 def _open(lab_type: Any, path: str, wait: float) -> Any:
