@@ -123,8 +123,9 @@ def test_two_processes_start_step_rewind_fork_and_answer_at_once(tmp_path, peers
     b_run, b_status = b.reply()["out"]
     assert a_head == 7 and b_status == "waiting"
     # each sees the other's run, checkpoints and events within a second of their being written
-    assert within_a_second(lambda: b.do(f"out = lab.run({a_run!r}).head_seq") == 7)
-    assert within_a_second(lambda: a.do(f"out = lab.run({b_run!r}).status") == "waiting")
+    seen = "out = next((r.{} for r in lab.runs() if r.run_id == {!r}), None)"
+    assert within_a_second(lambda: b.do(seen.format("head_seq", a_run)) == 7)
+    assert within_a_second(lambda: a.do(seen.format("status", b_run)) == "waiting")
     seen = b.do(f"out = lab.sql(\"select count(*) from checkpoints where run_id = '{a_run}'\").fetchall()[0][0]")
     assert seen == 8
     kinds = a.do(f"out = [e.kind for e in lab.events({b_run!r})]")

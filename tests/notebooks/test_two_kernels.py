@@ -105,7 +105,7 @@ def test_two_kernels_one_store_one_writer_per_run(tmp_path: Path, kernel_dir: Pa
         # kernel B sees it (and its checkpoints) within a second of their being written
         deadline = time.monotonic() + 1.0
         while True:
-            head = _run(b[1], f"print(lab.run({run_id!r}).head_seq)")
+            head = _run(b[1], f"print(next((r.head_seq for r in lab.runs() if r.run_id == {run_id!r}), None))")
             if head == "4" or time.monotonic() > deadline:
                 break
         assert head == "4"
