@@ -36,8 +36,17 @@ from pydantic_graph.step import Step, StepContext
 from ..errors import GraphDefinitionError, ReducerError
 from ..gates import station_context
 from ..reducers import WHOLE_STATE, Reducer, last
-from .serial import Stop, _wait_signal, within
-from .superstep import START_FORK, Settled, StepHooks, StepOutcome, _condition, _matches, split_frontier
+from .serial import Stop, wait_signal
+from .superstep import (
+    START_FORK,
+    Settled,
+    StepHooks,
+    StepOutcome,
+    branch_matches,
+    guarded,
+    split_frontier,
+    tried,
+)
 from .tasks import Task
 
 __all__ = ("ModelSpec", "Isolation", "drive_model")
@@ -191,7 +200,7 @@ class _ModelStep:
                 return  # a sibling raised: this step is discarded as a whole
             raise
         except BaseException as exc:
-            signal = _wait_signal(exc)
+            signal = wait_signal(exc)
             if signal is not None:
                 self.parked.append((task, self.attempts.get(task.task_id, 0), signal))
                 return
@@ -209,21 +218,13 @@ class _ModelStep:
         node = self.native.nodes.get(task.node_id)  # type: ignore[call-overload]
         if not isinstance(node, Step):
             raise GraphDefinitionError(f"station {task.node_id} is not a @g.step; a superstep-model graph runs steps")
-        failed = 0
-        seconds = self.timeouts.get(task.node_id)
-        while True:
-            try:
-                call = node.call(StepContext(state=snapshot, deps=self.deps, inputs=None))
-                return await (call if seconds is None else within(call, seconds, task.node_id))
-            except Exception as exc:
-                if _wait_signal(exc) is not None:
-                    raise
-                failed += 1
-                delay = self.hooks.task_retrying(task, self.attempts.get(task.task_id, 0), exc, failed)
-                if delay is None:
-                    raise
-                if delay:
-                    await asyncio.sleep(delay)
+        return await tried(
+            lambda: node.call(StepContext(state=snapshot, deps=self.deps, inputs=None)),
+            task,
+            self.hooks,
+            self.attempts.get(task.task_id, 0),
+            self.timeouts.get(task.node_id),
+        )
 
     # -- folding and routing ---------------------------------------------------------------
 
@@ -323,7 +324,7 @@ class _ModelStep:
                 self._dest(item.destination_id, value, out)
                 return
             if isinstance(item, TransformMarker):
-                value = _condition(
+                value = guarded(
                     f"the transform {getattr(item.transform, '__qualname__', item.transform)} on an edge",
                     item.transform,
                     StepContext(state=self.state, deps=self.deps, inputs=value),
@@ -341,7 +342,7 @@ class _ModelStep:
                 self._path(p, value, out)
         elif isinstance(node, Decision):
             for branch in node.branches:
-                if _condition(f"the condition of a branch of decision {node_id}", _matches, branch, value):
+                if guarded(f"the condition of a branch of decision {node_id}", branch_matches, branch, value):
                     self._path(branch.path, value, out)
                     return
             raise GraphDefinitionError(f"no branch of decision {node_id} matched {value!r}; add a catch-all branch")

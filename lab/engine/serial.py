@@ -191,7 +191,7 @@ def _raised(hooks: EngineHooks, attempt: int, node_id: str, exc: BaseException, 
     if isinstance(exc, KeyboardInterrupt):
         hooks.aborted(attempt=attempt, node_id=node_id, reason="KeyboardInterrupt in flight")
         return None
-    signal = _wait_signal(exc) if isinstance(exc, Exception) else None
+    signal = wait_signal(exc) if isinstance(exc, Exception) else None
     if signal is not None:
         hooks.parked(attempt=attempt, node_id=node_id, signal=signal)
         return Stop("waiting", settled)
@@ -252,7 +252,7 @@ def _check_edge(manifest: Manifest, source: str, target: str) -> None:
         )
 
 
-def _wait_signal(exc: BaseException) -> WaitSignal | None:
+def wait_signal(exc: BaseException) -> WaitSignal | None:
     """The wait a station asked for, also through an exception group of one kind of signal.
 
     A group that mixes a signal with a real failure fails closed (seed 001): it is a failure.

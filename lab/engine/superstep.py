@@ -24,7 +24,7 @@ import inspect
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args, get_origin
+from typing import Any, Literal, Protocol, TypeVar, get_args, get_origin
 
 from pydantic_graph import BaseNode, End, EndMarker, Graph
 from pydantic_graph.decision import Decision, DecisionBranch
@@ -37,10 +37,22 @@ from pydantic_graph.util import unpack_type_expression
 
 from ..errors import EdgeConditionError, GraphDefinitionError, ReducerError
 from ..gates import StationContext, WaitSignal, station_context
-from .serial import Stop, _wait_signal, within
+from .serial import Stop, wait_signal, within
 from .tasks import Fork, ForkStack, JoinAcc, Task
 
-__all__ = ("StepHooks", "StepOutcome", "Settled", "drive_steps", "entry_task", "split_frontier")
+T = TypeVar("T")
+
+__all__ = (
+    "StepHooks",
+    "StepOutcome",
+    "Settled",
+    "branch_matches",
+    "drive_steps",
+    "entry_task",
+    "guarded",
+    "split_frontier",
+    "tried",
+)
 
 START_FORK = Fork(StartNode.id, 0, 0)
 """The fork stack every run begins with (pydantic-graph's initial `ForkStackItem`)."""
@@ -312,7 +324,7 @@ class _Step:
             raise
         except Exception as exc:
             ms = _ms(started)
-            signal = _wait_signal(exc)
+            signal = wait_signal(exc)
             self.results[task.task_id] = ("parked", signal, ms) if signal is not None else ("failed", exc, ms)
             return
         except BaseException as exc:  # raised on the loop, it would stop the loop: stop the step instead
@@ -338,21 +350,13 @@ class _Step:
 
     async def _tries(self, task: Task) -> list[_Arrival]:
         """Run one task, tried again inside this step while its retry policy allows (seed 003)."""
-        failed = 0
-        seconds = self.timeouts.get(task.node_id)
-        while True:
-            try:
-                routed = _Router(self.native, self.state, self.deps).run(task)
-                return await (routed if seconds is None else within(routed, seconds, task.node_id))
-            except Exception as exc:
-                if _wait_signal(exc) is not None:
-                    raise
-                failed += 1
-                delay = self.hooks.task_retrying(task, self.attempts.get(task.task_id, 0), exc, failed)
-                if delay is None:
-                    raise
-                if delay:
-                    await asyncio.sleep(delay)
+        return await tried(
+            lambda: _Router(self.native, self.state, self.deps).run(task),
+            task,
+            self.hooks,
+            self.attempts.get(task.task_id, 0),
+            self.timeouts.get(task.node_id),
+        )
 
     def _reduce_early(self, arrivals: list[_Arrival], aio: dict[int, asyncio.Task[None]]) -> None:
         """Reduce items for joins whose reducer may cancel its siblings as they arrive (completion order).
@@ -661,7 +665,7 @@ class _Router:
                 await self.dest(item.destination_id, value, stack, out)
                 return
             if isinstance(item, TransformMarker):
-                value = _condition(
+                value = guarded(
                     f"the transform {getattr(item.transform, '__qualname__', item.transform)} on an edge",
                     item.transform,
                     StepContext(state=self.state, deps=self.deps, inputs=value),
@@ -680,7 +684,7 @@ class _Router:
             await self.fork(node, value, stack, out)
         elif isinstance(node, Decision):
             for branch in node.branches:
-                if _condition(f"the condition of a branch of decision {node_id}", _matches, branch, value):
+                if guarded(f"the condition of a branch of decision {node_id}", branch_matches, branch, value):
                     await self.path(branch.path, value, stack, out)
                     return
             raise RuntimeError(f"No branch matched inputs {value!r} for decision node {node_id}.")
@@ -711,7 +715,31 @@ class _Router:
             raise RuntimeError(f"Cannot map non-iterable value: {value!r}")
 
 
-def _condition(what: str, call: Callable[..., Any], *args: Any) -> Any:
+async def tried(
+    call: Callable[[], Awaitable[T]], task: Task, hooks: StepHooks, attempt: int, seconds: float | None
+) -> T:
+    """Await a fresh `call()` for `task`, tried again inside its step while its retry policy allows.
+
+    Seed 003: tries happen inside the same step on the same state and are not checkpointed; a wait
+    is never retried; `seconds` bounds each try (the per-node timeout).
+    """
+    failed = 0
+    while True:
+        try:
+            aw = call()
+            return await (aw if seconds is None else within(aw, seconds, task.node_id))
+        except Exception as exc:
+            if wait_signal(exc) is not None:
+                raise
+            failed += 1
+            delay = hooks.task_retrying(task, attempt, exc, failed)
+            if delay is None:
+                raise
+            if delay:
+                await asyncio.sleep(delay)
+
+
+def guarded(what: str, call: Callable[..., Any], *args: Any) -> Any:
     """`call(*args)`: an edge's transform or a decision's test; what it raises becomes an `EdgeConditionError` naming it."""
     try:
         return call(*args)
@@ -719,7 +747,7 @@ def _condition(what: str, call: Callable[..., Any], *args: Any) -> Any:
         raise EdgeConditionError(f"{what} raised {type(exc).__name__}: {exc}", original=exc) from exc
 
 
-def _matches(branch: DecisionBranch[Any], value: Any) -> bool:
+def branch_matches(branch: DecisionBranch[Any], value: Any) -> bool:
     """A decision branch's test, as pydantic-graph applies it."""
     if branch.matches is not None:
         return bool(branch.matches(value))
