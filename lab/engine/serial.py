@@ -22,7 +22,7 @@ from ..gates import StationContext, WaitSignal, station_context
 from ..manifest import END, Manifest
 from .tasks import as_pending, node_id_of, request_input
 
-__all__ = ("EngineHooks", "Stop", "drive", "node_id_of", "within")
+__all__ = ("EngineHooks", "Stop", "drive", "node_id_of", "wait_signal", "within")
 
 T = TypeVar("T")
 
