@@ -181,7 +181,7 @@ class Lab:
         `step_limit` bounds each `run.run()` of its runs (seed 002 default 100; None: no limit).
         `model="superstep"` runs its `@g.step` nodes as seed 002 does: each returns an update, folded by
         `reducers` (lab.reducers), on snapshots copied per `isolate_state`, at most `max_node_concurrency`
-        at once (docs/control.md "The super-step model").
+        at once (docs/run-control.md "The super-step model").
         """
         check_step_limit(step_limit, f"lab.graph({name!r})")
         spec = _check_model(name, state_type, model, reducers, isolate_state, max_node_concurrency)

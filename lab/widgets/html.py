@@ -119,7 +119,7 @@ def _event_summary(ev: EventRecord) -> str:
 
 
 def _control_summary(kind: str, p: dict[str, Any]) -> str:
-    """Run-control events (docs/control.md): a retry policy's failed try, progress, a subgraph's child."""
+    """Run-control events (docs/run-control.md): a retry policy's failed try, progress, a subgraph's child."""
     if kind == "retry":
         if p.get("by") != "policy":
             return "attempted again (run.retry())"
