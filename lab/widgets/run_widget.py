@@ -86,6 +86,8 @@ class RunWidget(widgets.VBox):
         self._event_count, tail = run.event_tail(_EVENTS_SHOWN)  # a long run: read only what is shown
         self._events: deque[EventRecord] = deque(tail, maxlen=_EVENTS_SHOWN)
         self._settled_by: dict[int | None, str] = dict(run.settled_stations())
+        self._subgraphs: list[tuple[str, str, str | None]] = [_child_link(e) for e in run.events("subgraph")]
+        """(child run, child graph, station) for each child a subgraph station started, oldest first."""
 
         manifest = run.lab.store.manifest(run.graph.name, run.revision)
         assert manifest is not None, f"run {run.id}: its graph revision {run.revision} is not in the store"
@@ -193,6 +195,9 @@ class RunWidget(widgets.VBox):
         self.events_panel = widgets.HTML()
         self.events_panel.add_class("gl-event-log")
         self.forks = widgets.VBox()
+        self.subgraph_views = widgets.Accordion(layout=widgets.Layout(display="none"))
+        self.subgraph_views.add_class("gl-subgraphs")
+        self.subgraph_views.observe(self._open_subgraph, names="selected_index")
         self.children = [
             self.header,
             self.message,
@@ -203,6 +208,7 @@ class RunWidget(widgets.VBox):
             body,
             timeline,
             self.events_panel,
+            self.subgraph_views,
             self.forks,
         ]
 
@@ -260,6 +266,8 @@ class RunWidget(widgets.VBox):
             self._event_count += 1
             if ev.kind == "settled" and ev.checkpoint_seq is not None and ev.node_id:
                 self._settled_by[ev.checkpoint_seq] = ev.node_id
+            if ev.kind == "subgraph":
+                self._subgraphs.append(_child_link(ev))
         self._schedule()
 
     def _schedule(self) -> None:
@@ -305,6 +313,30 @@ class RunWidget(widgets.VBox):
             self._updating = None
         self._show_selected()
         self._show_run()
+        self._show_subgraphs()
+
+    # -- subgraphs: each child run nested under its parent, collapsed until opened --------------
+
+    def _show_subgraphs(self) -> None:
+        links = list(self._subgraphs)
+        acc = self.subgraph_views
+        if len(acc.children) == len(links):
+            return
+        acc.children = [*acc.children, *(widgets.VBox() for _ in links[len(acc.children) :])]
+        for i, (child, graph, node) in enumerate(links):
+            acc.set_title(i, f"subgraph {graph} at station {node or '?'}: run {child}")
+        acc.layout.display = None if links else "none"
+
+    def _open_subgraph(self, change: dict[str, Any]) -> None:
+        """Opening a child builds its own run view there (once): a parent with many children stays cheap."""
+        i = change["new"]
+        if i is None or not 0 <= i < len(self._subgraphs):
+            return
+        box = self.subgraph_views.children[i]
+        if box.children:  # type: ignore[attr-defined]
+            return
+        child = self._run.lab.resume(self._subgraphs[i][0], deps=self._run.deps)
+        box.children = (RunWidget.for_run(child),)  # type: ignore[attr-defined]
 
     # -- the branch picker (the checkpoint tree) ----------------------------------------------
 
@@ -777,3 +809,9 @@ _TIPS = {
     "rewind": "make the selected checkpoint the head; the next step starts a new branch",
     "fork": "start a new run from the selected checkpoint",
 }
+
+
+def _child_link(ev: EventRecord) -> tuple[str, str, str | None]:
+    """A `subgraph` event's child run, its graph and the parent's station."""
+    p = ev.payload or {}
+    return str(p.get("child_run")), str(p.get("child_graph")), ev.node_id

@@ -23,3 +23,27 @@ def test_status_line_shows_the_bounds_and_the_log_shows_tries_and_progress() -> 
     w2 = RunWidget(other)
     assert "step limit none" in w2.header.value and "progress 0.5" in w2.events_panel.value
     lab.close()
+
+
+def test_a_subgraphs_child_is_nested_in_the_parents_view_collapsed_until_opened() -> None:
+    """Issue 13 requirement 6: "The run view shows the child nested (expand/collapse)." The child's
+    view is built when it is opened, and shows the child run itself."""
+    from tests.integration.control_graphs import CHILD, Prepare, child_graph, parent_graph
+
+    lab = Lab(":memory:")
+    CHILD["graph"] = child_graph(lab)
+    parent = parent_graph(lab).start(Prepare(), state=Laps())
+    w = RunWidget(parent)
+    assert w.subgraph_views.layout.display == "none" and not w.subgraph_views.children
+    parent.run()  # the child parks on its interrupt, and the parent with it
+    w.refresh()
+    (child_id,) = [e.payload["child_run"] for e in parent.events("subgraph")]
+    (box,) = w.subgraph_views.children
+    assert w.subgraph_views.layout.display is None and w.subgraph_views.selected_index is None
+    assert child_id in w.subgraph_views.get_title(0) and "Delegate" in w.subgraph_views.get_title(0)
+    assert not box.children  # collapsed: nothing built yet
+    w.subgraph_views.selected_index = 0
+    (inner,) = box.children
+    assert isinstance(inner, RunWidget) and inner.run.id == child_id and inner.run.status == "waiting"
+    assert RunWidget(parent).subgraph_views.get_title(0) == w.subgraph_views.get_title(0)  # a reopened view finds it
+    lab.close()
