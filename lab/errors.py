@@ -216,3 +216,9 @@ class StoreQueryError(StoreError, ValueError):
 class WaitAnsweredError(WaitError, StoreError):
     """On a shared store, another process answered this wait first (or the run moved on): the first
     verdict won and this answer was not stored. A `StoreError` too: nothing of its write was kept."""
+
+
+class RetryPolicyError(NodeExecutionError):
+    """A station's retry policy could not say how long to wait: its backoff function raised, or
+    returned no number of seconds >= 0. Recorded as the station's failure (the station's own error
+    is `original`)."""

@@ -16,12 +16,14 @@ again could not change them. A station's own `timeout=` (`NodeTimeout`) is retri
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .engine.blocking import set_blocking
-from .errors import ArgumentError, GraphDefinitionError, LabError, NodeTimeout
+from .errors import ArgumentError, GraphDefinitionError, LabError, NodeTimeout, RetryPolicyError
 from .gates import StationContext, WaitSignal
 from .limits import check_timeout
 
@@ -30,6 +32,11 @@ if TYPE_CHECKING:
     from .run import Run
 
 __all__ = ("Retry", "Retries", "StationPolicies", "check_policies", "check_timeouts")
+
+
+def _seconds(value: Any) -> bool:
+    """Whether `value` is a usable wait: a finite number >= 0 (not a bool, not NaN, not infinity)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
 
 
 def _exception_types(on: Any) -> tuple[type[BaseException], ...]:
@@ -59,14 +66,15 @@ class Retry:
     def __post_init__(self) -> None:
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise ArgumentError(f"Retry(max_attempts={self.max_attempts!r}): the number of tries, a whole number of at least 1")
-        if not callable(self.backoff) and (
-            isinstance(self.backoff, bool) or not isinstance(self.backoff, (int, float)) or self.backoff < 0
-        ):
-            raise ArgumentError(f"Retry(backoff={self.backoff!r}): seconds before the next try (>= 0), or a function of the try number")
+        if not callable(self.backoff) and not _seconds(self.backoff):
+            raise ArgumentError(
+                f"Retry(backoff={self.backoff!r}): seconds before the next try, a finite number >= 0, or a function "
+                "of the number of failed tries that returns one"
+            )
         for name in ("factor", "max_backoff"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ArgumentError(f"Retry({name}={value!r}): a number >= 0")
+            if not _seconds(value):
+                raise ArgumentError(f"Retry({name}={value!r}): a finite number >= 0")
         object.__setattr__(self, "on", _exception_types(self.on))
 
     def retries(self, error: BaseException, failed_tries: int) -> bool:
@@ -80,8 +88,17 @@ class Retry:
     def delay(self, failed_tries: int) -> float:
         """Seconds to wait before the next try, after `failed_tries` failed ones."""
         if callable(self.backoff):
-            return max(0.0, float(self.backoff(failed_tries)))
-        return min(float(self.backoff) * float(self.factor) ** (failed_tries - 1), float(self.max_backoff))
+            value = self.backoff(failed_tries)  # what it raises, the run records as the station's failure
+            if not _seconds(value):
+                raise ArgumentError(f"it returned {value!r}, not a finite number of seconds >= 0")
+            return float(value)
+        if not self.backoff:
+            return 0.0
+        try:
+            wait = float(self.backoff) * float(self.factor) ** (failed_tries - 1)
+        except OverflowError:  # many tries with a large factor: the cap applies
+            return float(self.max_backoff)
+        return min(wait, float(self.max_backoff))
 
     def to_json(self) -> dict[str, Any]:
         """What an event or a view shows of the policy."""
@@ -184,6 +201,20 @@ def check_timeouts(timeouts: Mapping[str, Any] | None, stations: Any, where: str
 class Retries:
     """Mixed into `Run`: the engines' `retrying` hooks, which apply the graph's policies."""
 
+    _retry_attempt: int | None = None
+    """The attempt of the serial station whose next try the run waits for (its backoff)."""
+
+    async def back_off(self: Run, seconds: float) -> None:  # type: ignore[misc]
+        """Wait before a serial station's next try. Ctrl-C (or another cancellation) here ends the run
+        `interrupted`, as in the station itself; `cancel()` and a timeout are recorded by the drive."""
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            if not self._cancel_requested and self._timed_out is None and self.next_stations:
+                reason = "cancelled (Ctrl-C) while waiting for the next try of a retry policy"
+                self.aborted(attempt=self._retry_attempt or 0, node_id=self.next_stations[0], reason=reason)
+            raise
+
     def _policy_for(self: Run, node_id: str) -> Retry | None:  # type: ignore[misc]
         policies = getattr(self.graph, "retry_policies", None)
         return policies.get(node_id) if policies else None
@@ -196,7 +227,13 @@ class Retries:
         tries = self._tries.get(node_id, 0) + 1
         if not policy.retries(error, tries):
             return None
+        try:
+            delay = policy.delay(tries)
+        except Exception as exc:  # the policy's own fault: the station fails with it (the engine goes no further)
+            self.failed(attempt=attempt, node_id=node_id, error=_policy_error(policy, tries, node_id, error, exc))
+            return 0.0  # `Run._drive` sees the run failed and stops
         self._tries[node_id] = tries
+        self._retry_attempt = attempt
         station, self._station = self._station, None
         self._restore_head_state()  # "on the same state" (seed 003): what the failed try changed is dropped
         # the next try gets what this one was given (a verdict, answers, grants), never a breakpoint
@@ -205,19 +242,22 @@ class Retries:
             if station
             else StationContext(node_id, run=self)
         )
-        return self._note_retry(policy, tries, attempt, node_id, error, task=None)
+        return self._note_retry(policy, tries, delay, attempt, node_id, error, task=None)
 
     def task_retrying(self: Run, task: Task, attempt: int, error: Exception, failed_tries: int) -> float | None:  # type: ignore[misc]
         """Parallel: another try of one task inside its super-step (the step's shared state), or None."""
         policy = self._policy_for(task.node_id)
         if policy is None or not policy.retries(error, failed_tries):
             return None
-        return self._note_retry(policy, failed_tries, attempt, task.node_id, error, task=task.task_id)
+        try:
+            delay = policy.delay(failed_tries)
+        except Exception as exc:  # raised inside the task's try: the task (and its step) fails with it
+            raise _policy_error(policy, failed_tries, task.node_id, error, exc) from exc
+        return self._note_retry(policy, failed_tries, delay, attempt, task.node_id, error, task=task.task_id)
 
     def _note_retry(  # type: ignore[misc]
-        self: Run, policy: Retry, tries: int, attempt: int, node_id: str, error: Exception, task: int | None
+        self: Run, policy: Retry, tries: int, delay: float, attempt: int, node_id: str, error: Exception, task: int | None
     ) -> float:
-        delay = policy.delay(tries)
         payload: dict[str, Any] = {
             "by": "policy",
             "try": tries,
@@ -229,3 +269,18 @@ class Retries:
             payload["task"] = task
         self._write([self._event_row("retry", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload=payload)], sync=True)
         return delay
+
+
+def _policy_error(policy: Retry, tries: int, node_id: str, error: Exception, exc: Exception) -> RetryPolicyError:
+    """The station's failure when its policy cannot say how long to wait (a backoff function that raised)."""
+    name = getattr(policy.backoff, "__qualname__", None) or repr(policy.backoff)
+    why = str(exc) if isinstance(exc, ArgumentError) else f"it raised {type(exc).__name__}: {exc}"
+    failure = RetryPolicyError(
+        f"station {node_id} failed and its retry policy could not say when to try again: the backoff function "
+        f"{name}({tries}) failed ({why}). The station's own error was {type(error).__name__}: {error}. The backoff "
+        "function gets the number of failed tries and returns the seconds to wait (a finite number >= 0)",
+        node_id=node_id,
+        original=error,
+    )
+    failure.__cause__ = exc
+    return failure

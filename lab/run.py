@@ -678,8 +678,10 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             remaining = None if remaining is None else remaining - stop.settled
             left = None if left is None else left - stop.settled
             if stop.reason == "retry":  # a retry policy tries the pending station again
+                if self._status == "failed":  # the policy itself failed (a backoff function raised): recorded
+                    return Stop("failed", stop.settled), None
                 if stop.delay:
-                    await asyncio.sleep(stop.delay)
+                    await self.back_off(stop.delay)
                 if self._pause_requested or self._cancel_requested:
                     return Stop("paused", stop.settled), None  # the next call gives the station all its tries
                 continue
