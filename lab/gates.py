@@ -35,6 +35,8 @@ __all__ = (
     "WaitSignal",
     "StationContext",
     "station_context",
+    "child_slot",
+    "slot_child",
 )
 
 StateT = TypeVar("StateT", default=None)
@@ -60,11 +62,15 @@ class WaitSignal(Exception):
     """Raised inside a station to park the run. Not an error: the engine never records it as one."""
 
     kind: ClassVar[WaitKind]
+    prior: list[Any]
+    """What the station consumed of its answer log before it parked: the wait keeps it, so the
+    station running again after the answer finds its earlier answers in the same order."""
 
-    def __init__(self, prompt: str | None, details: Any = None):
+    def __init__(self, prompt: str | None, details: Any = None, *, prior: list[Any] | None = None):
         super().__init__(prompt or self.kind)
         self.prompt = prompt
         self.details = details
+        self.prior = list(prior or [])
 
     # Hooks for waits that start work outside the run (a delegated agent job): no-ops here.
 
@@ -91,8 +97,7 @@ class InterruptRequested(WaitSignal):
     kind = "interrupt"
 
     def __init__(self, value: Any, prior: list[Any]):
-        super().__init__(None, value)
-        self.prior = prior
+        super().__init__(None, value, prior=prior)
 
 
 class CapabilityRequired(WaitSignal):
@@ -120,9 +125,11 @@ class StationContext:
     node_id: str
     verdict: Verdict | None = None
     answers: list[Any] = field(default_factory=list)
+    """The station's answer log, in the order its calls asked: an answer per `interrupt()`, a
+    `child_slot` per `run_subgraph()` (naming the child run that call started)."""
     grants: dict[str, Any] = field(default_factory=dict)
     used: int = 0
-    """How many of `answers` this attempt's `interrupt()` calls consumed so far."""
+    """How many of `answers` this attempt's `interrupt()` and `run_subgraph()` calls consumed so far."""
     notes: list[dict[str, Any]] = field(default_factory=list)
     """Warnings `warn()` recorded; the run writes them as `warning` events when the station settles."""
     run: Any = None
@@ -135,6 +142,21 @@ station_context: contextvars.ContextVar[StationContext | None] = contextvars.Con
     "graph_lab_station", default=None
 )
 """Set by the serial engine around each station; pydantic-graph's task copies it."""
+
+
+_CHILD_SLOT = "graph_lab:subgraph_run"
+
+
+def child_slot(run_id: str) -> dict[str, str]:
+    """The entry a `run_subgraph()` call keeps in its station's answer log: the child run it started."""
+    return {_CHILD_SLOT: run_id}
+
+
+def slot_child(entry: Any) -> str | None:
+    """The child run an answer-log entry names, or None for an answer to an `interrupt()`."""
+    if isinstance(entry, dict) and len(entry) == 1 and isinstance(entry.get(_CHILD_SLOT), str):
+        return entry[_CHILD_SLOT]
+    return None
 
 
 def _current(what: str) -> StationContext:
@@ -156,6 +178,12 @@ def interrupt(value: Any = None) -> Any:
     ctx = _current("interrupt()")
     if ctx.used < len(ctx.answers):
         answer = ctx.answers[ctx.used]
+        if slot_child(answer) is not None:
+            raise RunStateError(
+                f"station {ctx.node_id} calls interrupt() where it called run_subgraph() before it parked "
+                f"(call {ctx.used + 1} of its run); a node asks its questions and runs its subgraphs in the same "
+                "order every time it runs: make that order depend on the state, not on anything that changes"
+            )
         ctx.used += 1
         return answer
     raise InterruptRequested(value, list(ctx.answers))

@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import LabError, RunStateError
 from .events import SubgraphBatch, running_run
-from .gates import ConsentRequired, InterruptRequested, station_context
+from .gates import ConsentRequired, InterruptRequested, child_slot, slot_child, station_context
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .records import EventRecord, WaitRecord
     from .run import Run
 
@@ -59,11 +61,7 @@ async def run_subgraph(
     parent = running_run.get()
     if station is None or parent is None:
         raise RunStateError("run_subgraph() is awaited inside a node's run() while a lab run steps it")
-    child = _parked_child(parent, station.node_id)
-    if child is not None:
-        _hand_answer(child, station)
-    else:
-        child = _start_child(parent, station.node_id, graph, node, inputs, state, deps)
+    child = _child_for_call(parent, station, lambda: _start_child(parent, station.node_id, graph, node, inputs, state, deps))
     stop = child.watch(_forwarder(parent, station.node_id, child.id))
     try:
         if child.status in ("created", "running", "queued", "waiting"):
@@ -83,6 +81,47 @@ async def run_subgraph(
     )
 
 
+def _child_for_call(parent: Run, station: Any, start: Callable[[], Run]) -> Run:
+    """The child run of this `run_subgraph()` call: the one its slot in the answer log names, else a new one.
+
+    The station's answer log (`StationContext.answers`, kept in every wait's `prior`) has one entry
+    per call in the order the node made them: an `interrupt()`'s answer, or a `child_slot` naming
+    the child a `run_subgraph()` started. A station that runs again after a wait finds each call's
+    own entry, so the child that parked gets the answer its parent received (and only that answer),
+    a child that finished gives its output again without running, and the node's own `interrupt()`
+    calls after it get their own answers.
+    """
+    log, slot = station.answers, station.used
+    asked = _answered_mirror(parent, station.node_id)  # the parent's answered wait that mirrors a child's
+    claimed = slot_child(log[slot]) if slot < len(log) else None
+    if claimed is None and asked is not None and not any(slot_child(e) is not None for e in log):
+        # a park written before the answer log kept child slots: the answered wait names the child
+        claimed = asked.details["subgraph"]["run"]
+        del log[slot:]
+        log.append(child_slot(claimed))
+    elif claimed is None and slot < len(log):
+        raise RunStateError(
+            f"station {station.node_id} calls run_subgraph() where it called interrupt() before it parked "
+            f"(call {slot + 1} of its run); a node asks its questions and runs its subgraphs in the same order "
+            "every time it runs: make that order depend on the state, not on anything that changes"
+        )
+    station.used = slot + 1
+    if claimed is None:
+        child = start()
+        log.append(child_slot(child.id))
+        return child
+    names_it = asked is not None and asked.details["subgraph"].get("run") == claimed
+    if names_it and asked.kind == "interrupt":
+        del log[slot + 1 :]  # the answer the parent got is the child's, not one for the node's own interrupt()
+    child = _resume_child(parent, claimed)
+    if names_it:
+        _hand_answer(child, asked)
+    if child.status in ("failed", "cancelled"):  # the parent's station is tried again: a fresh child
+        child = start()
+        log[slot] = child_slot(child.id)
+    return child
+
+
 def _start_child(parent: Run, node_id: str, graph: Any, node: Any, inputs: Any, state: Any, deps: Any) -> Run:
     from .lab import current_run, note_run  # noqa: I001
 
@@ -98,56 +137,64 @@ def _start_child(parent: Run, node_id: str, graph: Any, node: Any, inputs: Any, 
 
 
 def _base_seq(parent: Run) -> int | None:
-    """The parent's checkpoint the station started from (below a waiting checkpoint, its parent)."""
-    wait = parent.wait
-    if wait is not None and parent.head is not None:
-        cp = parent.lab.store.checkpoint(parent.id, parent.head)
-        return cp.parent_seq if cp is not None else parent.head
-    return parent.head
+    """The parent's checkpoint the station started from: below the waiting checkpoints it parked on."""
+    seq = parent.head
+    store = parent.lab.store
+    while seq is not None:
+        cp = store.checkpoint(parent.id, seq)
+        if cp is None or cp.status != "waiting":
+            return seq
+        seq = cp.parent_seq
+    return seq
 
 
-def _parked_child(parent: Run, node_id: str) -> Run | None:
-    """The child that parked this station, when the parent continues from that (answered) wait."""
+def _answered_mirror(parent: Run, node_id: str) -> WaitRecord | None:
+    """The answered wait at the parent's head that mirrored a child's park at this station, if any."""
+    for w in reversed(parent.waits()):
+        if (
+            w.checkpoint_seq == parent.head and w.node_id == node_id and w.resolution is not None
+            and isinstance(w.details, dict) and isinstance(w.details.get("subgraph"), dict)
+        ):  # fmt: skip
+            return w
+    return None
+
+
+def _resume_child(parent: Run, child_id: str) -> Run:
     from .lab import current_run, note_run
 
-    answered = [
-        w for w in parent.waits()
-        if w.checkpoint_seq == parent.head and w.node_id == node_id and w.resolution is not None
-        and isinstance(w.details, dict) and isinstance(w.details.get("subgraph"), dict)
-    ]  # fmt: skip
-    if not answered:
-        return None
     shown = current_run()
     try:
-        return parent.lab.resume(answered[-1].details["subgraph"]["run"], deps=parent.deps)
+        return parent.lab.resume(child_id, deps=parent.deps)
     finally:
         note_run(shown)
 
 
-def _hand_answer(child: Run, station: Any) -> None:
-    """Give the parked child the answer its parent received (the same wait, mirrored)."""
+def _hand_answer(child: Run, asked: WaitRecord) -> None:
+    """Give the parked child the answer its parent received on the wait that mirrored the child's."""
     wait = child.wait
-    if child.status != "waiting" or wait is None or wait.resolution is not None:
-        return  # answered already (on the child itself): it goes on as it is
-    if wait.kind == "consent" and station.verdict is not None:
-        (child.approve if station.verdict.approved else child.deny)(station.verdict.note, owner=wait.owner)
-        return
-    answer = station.answers[station.used] if station.used < len(station.answers) else None
-    station.used += 1
-    if wait.kind == "interrupt":
-        child.resume_with(answer, owner=wait.owner)
+    link = asked.details["subgraph"]
+    if child.status != "waiting" or wait is None or wait.resolution is not None or wait.owner != link.get("owner"):
+        return  # answered on the child itself (or it asks something else now): it goes on as it is
+    res = asked.resolution or {}
+    if wait.kind == "consent" and "approved" in res:
+        (child.approve if res["approved"] else child.deny)(res.get("note"), owner=wait.owner)
+    elif wait.kind == "interrupt":
+        child.resume_with(res.get("answer"), owner=wait.owner)
     elif wait.kind == "capability":
-        child.grant(wait.details.get("capability"), answer, owner=wait.owner)
+        child.grant(wait.details.get("capability"), res.get("answer"), owner=wait.owner)
     # a breakpoint continues when the child is driven again
 
 
 def _mirror(child: Run, wait: WaitRecord, station: Any) -> Exception:
-    """The parent's wait for a parked child: consent as consent, everything else as an interrupt."""
+    """The parent's wait for a parked child: consent as consent, everything else as an interrupt.
+
+    Either keeps the station's answer log (its child slot last), for the station to run again with.
+    """
     link = {"run": child.id, "graph": child.graph.name, "node": wait.node_id, "kind": wait.kind, "owner": wait.owner}
     details = {"subgraph": link, "prompt": wait.prompt, "details": wait.details}
     if wait.kind == "consent":
-        signal = ConsentRequired(wait.prompt or f"subgraph {child.graph.name}: {wait.node_id} asks for consent", details)
-        return signal
+        prompt = wait.prompt or f"subgraph {child.graph.name}: {wait.node_id} asks for consent"
+        return ConsentRequired(prompt, details, prior=list(station.answers))
     return InterruptRequested(details, list(station.answers))
 
 

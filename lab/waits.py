@@ -42,7 +42,7 @@ from .errors import (
     WaitOwnerError,
     WaitReentryError,
 )
-from .gates import CapabilityRequired, InterruptRequested, StationContext, Verdict, WaitSignal
+from .gates import CapabilityRequired, StationContext, Verdict, WaitSignal
 from .records import CheckpointRecord, PendingStation, WaitKind, WaitRecord
 
 if TYPE_CHECKING:
@@ -401,7 +401,7 @@ class Waits:
                 if prompt is not None and not isinstance(prompt, str):
                     raise TypeError(f"a wait's prompt must be a string, got {type(prompt).__name__}")
                 details = _json(signal.details, f"the details of {node_id}'s {signal.kind} wait")
-                prior: list[Any] = signal.prior if isinstance(signal, InterruptRequested) else []
+                prior: list[Any] = list(getattr(signal, "prior", None) or [])  # the station's answer log so far
                 if isinstance(signal, CapabilityRequired):
                     details = {"capability": signal.capability, "details": details}
                     self._count_capability_request(node_id, signal.capability)
@@ -686,11 +686,11 @@ def _context_for(wait: WaitRecord | None) -> StationContext | None:
     if wait is None or wait.resolution is None:
         return None
     res = wait.resolution
-    ctx = StationContext(wait.node_id)
+    ctx = StationContext(wait.node_id, answers=list(wait.prior))  # what the station consumed before it parked
     if wait.kind == "consent":
         ctx.verdict = Verdict(bool(res.get("approved")), res.get("note"), wait.owner, wait.resolved_at)
     elif wait.kind == "interrupt":
-        ctx.answers = [*wait.prior, res.get("answer")]
+        ctx.answers.append(res.get("answer"))
     elif wait.kind == "capability":
         ctx.grants = {res.get("granted"): res.get("value")}
     elif wait.kind == "delegate":
