@@ -65,3 +65,21 @@ def lab(request, tmp_path) -> Iterator[Lab]:
     yield lab
     if not lab.store.closed:
         lab.close()
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[str]:
+    """One local Ray for the whole test session (2 CPUs), started once; its address, for other
+    processes (kernels, workers) to join with RAY_ADDRESS instead of starting a Ray of their own,
+    which takes a minute on a busy machine."""
+    try:
+        import ray
+    except ImportError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Ray is required under CI=true: {exc}; pip install -e '.[dev]'")
+        pytest.skip(f"Ray is not installed here ({exc}); pip install -e '.[dev]'")
+    from lab.batch.batch import start_ray
+
+    start_ray(num_cpus=2, attempts=4)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()

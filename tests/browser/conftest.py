@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from .waits import SHOWS
+
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = Path(os.environ.get("GRAPHLAB_SCREENSHOT_DIR") or Path(tempfile.gettempdir()) / "graphlab-screenshots")
 """Where browser tests save screenshots. A test run leaves the checkout clean; to refresh the
@@ -40,9 +42,16 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-dev-shm-usage",
 ]
-SERVER_START_TIMEOUT = 60
+SERVER_START_TIMEOUT = 180  # seconds: a JupyterLab server starting at load 5
 
-pytestmark = pytest.mark.slow
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser tests are slow, and a Run All in a browser takes minutes at load 5: give each 15 min."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.timeout(900))
 
 
 def _require_chromium() -> None:
@@ -191,7 +200,7 @@ def browser(jupyter_server: Server) -> Iterator[object]:
 def page(browser, jupyter_server: Server):  # type: ignore[no-untyped-def]
     from playwright.sync_api import expect
 
-    expect.set_options(timeout=30_000)
+    expect.set_options(timeout=SHOWS)
     context = browser.new_context(viewport={"width": 1400, "height": 1800}, device_scale_factor=1)
     pg = context.new_page()
     pg.dialogs = []  # any alert() would be an escaping failure: record and dismiss it

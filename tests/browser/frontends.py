@@ -12,6 +12,7 @@ import re
 import nbformat
 
 from .conftest import REPO, Server
+from .waits import KERNEL_UP, RUN_ALL
 
 FRONTENDS = ("jupyterlab", "notebook7")
 
@@ -25,13 +26,13 @@ def open_notebook(page, server: Server, path: str, frontend: str) -> None:  # ty
     else:
         url = f"{server.url}/notebooks/{path}?token={server.token}"
     page.goto(url)
-    expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=90_000)
+    expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=KERNEL_UP)
     if frontend == "jupyterlab":
         # The toolbar says idle before the kernel exists; the status bar's "| Idle" means it is up.
-        expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=90_000)
+        expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     else:
         expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached(
-            timeout=90_000
+            timeout=KERNEL_UP
         )
 
 
@@ -42,12 +43,17 @@ def run_all(page) -> None:  # type: ignore[no-untyped-def]
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
     prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
-    expect(prompts.first).to_have_text(re.compile(r"\[\d+\]"), timeout=90_000)
+    expect(prompts.first).to_have_text(re.compile(r"\[[\d*]+\]"), timeout=KERNEL_UP)
+    # Run All queues every cell at once ("[*]"); a failing cell un-queues the rest, so the run is
+    # over when no cell is queued any more, whether or not every cell ran.
     page.wait_for_function(
         "() => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]"
-        ".every(p => /\\[\\d+\\]/.test(p.textContent))",
-        timeout=120_000,
+        ".every(p => !p.textContent.includes('*'))",
+        timeout=RUN_ALL,
     )
+    texts = prompts.all_inner_texts()
+    unrun = [i for i, t in enumerate(texts) if not re.search(r"\[\d+\]", t)]
+    assert not unrun, f"Run All stopped before code cells {unrun}; what the notebook shows:\n{outputs_text(page)}"
 
 
 def cell_index(notebook: str, startswith: str, *, exact: bool = False) -> int:

@@ -20,6 +20,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
 from .conftest import REPO, SCREENSHOTS, Server
+from .waits import KERNEL_UP, SHOWS
 
 CELL = """import os, sys
 sys.path.insert(0, {repo!r})
@@ -55,17 +56,17 @@ def test_lost_agent_job_retry_from_the_run_view(page, jupyter_server: Server, re
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     nbformat.write(nb, folder / "agent.ipynb")
     page.goto(jupyter_server.lab_url("agent/agent.ipynb"))
-    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=90_000)
+    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputArea-editor").click()
     page.keyboard.press("Control+Enter")
     w = page.locator(".gl-run")
-    expect(w.locator(".gl-run-all")).to_be_enabled(timeout=60_000)
+    expect(w.locator(".gl-run-all")).to_be_enabled(timeout=SHOWS)
 
     # Run: parked at the delegated station while the worker's agent runs
     w.locator(".gl-run-all").click()
     job = w.locator(".gl-agent-view")
     status = job.locator(".gl-job-status")
-    expect(status).to_have_attribute("data-status", "RUNNING", timeout=60_000)
+    expect(status).to_have_attribute("data-status", "RUNNING", timeout=SHOWS)
     expect(w.locator(".gl-run-status")).to_have_attribute("data-status", "waiting")
     expect(w.locator('svg.gl-graph g[data-station="Outline"]')).to_contain_text("agent")
 
@@ -84,7 +85,7 @@ def test_lost_agent_job_retry_from_the_run_view(page, jupyter_server: Server, re
     # Retry job: a new request runs to its end, the run reaches End, the messages and tokens show
     release.touch()
     lost.locator(".gl-job-retry").click()
-    expect(w.locator(".gl-run-status")).to_have_attribute("data-status", "done", timeout=60_000)
+    expect(w.locator(".gl-run-status")).to_have_attribute("data-status", "done", timeout=SHOWS)
     expect(status).to_have_attribute("data-status", "SUCCEEDED")
     expect(job.locator(".gl-agent-head code")).to_contain_text(".r2")
     expect(job.locator(".gl-agent-call")).to_contain_text("final_result")

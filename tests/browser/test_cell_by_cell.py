@@ -18,6 +18,7 @@ import re
 import nbformat
 
 from .conftest import REPO, SCREENSHOTS, Server
+from .waits import KERNEL_UP, SHOWS
 
 NOTEBOOK = "quickstart.ipynb"
 IMG = SCREENSHOTS
@@ -49,7 +50,7 @@ def test_graph_grows_cell_by_cell(page, jupyter_server: Server) -> None:  # type
     from playwright.sync_api import expect
 
     page.goto(jupyter_server.lab_url(f"notebooks/{NOTEBOOK}"))
-    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=90_000)
+    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     cells = page.locator(".jp-Notebook .jp-Cell")
     view_at, check_at, step_at = (
         _code("%lab graph"),
@@ -63,13 +64,13 @@ def test_graph_grows_cell_by_cell(page, jupyter_server: Server) -> None:  # type
     for _ in range(view_at + 1):
         page.keyboard.press("Shift+Enter")
     view = cells.nth(view_at).locator(".jp-OutputArea-output")
-    expect(view.locator('svg.gl-graph g.gl-missing[data-station="Check"]')).to_be_visible(timeout=60_000)
+    expect(view.locator('svg.gl-graph g.gl-missing[data-station="Check"]')).to_be_visible(timeout=SHOWS)
     expect(view).to_have_count(1)
 
     for _ in range(check_at - view_at):
         page.keyboard.press("Shift+Enter")
     # the same output, redrawn in place: Check is declared now, nothing is missing
-    expect(view.locator('svg.gl-graph g.gl-node[data-station="Check"]')).to_be_visible(timeout=60_000)
+    expect(view.locator('svg.gl-graph g.gl-node[data-station="Check"]')).to_be_visible(timeout=SHOWS)
     expect(view.locator("svg.gl-graph g.gl-missing")).to_have_count(0)
     expect(view).to_have_count(1)
     _screenshot(page, cells.nth(inc_at), cells.nth(check_at))
@@ -77,7 +78,7 @@ def test_graph_grows_cell_by_cell(page, jupyter_server: Server) -> None:  # type
     for _ in range(step_at - check_at):
         page.keyboard.press("Shift+Enter")
     steps = cells.nth(step_at).locator(".jp-OutputArea-output")
-    expect(steps).to_contain_text("2 step(s) of run-", timeout=60_000)
+    expect(steps).to_contain_text("2 step(s) of run-", timeout=SHOWS)
     expect(steps.locator("table")).to_contain_text("settled")
 
     # rename Inc in its cell and run it again: the old node goes, with a note in the output

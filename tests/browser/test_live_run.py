@@ -12,6 +12,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
 from .conftest import Server
+from .waits import KERNEL_UP, SHOWS
 
 SLOW = """import asyncio
 from dataclasses import dataclass
@@ -61,12 +62,12 @@ def test_long_run_updates_live_kernel_answers_pause_stops(page, jupyter_server: 
     }
     nbformat.write(nb, folder / "live.ipynb")
     page.goto(jupyter_server.lab_url("live/live.ipynb"))
-    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=90_000)
+    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     cells = page.locator(".jp-Notebook .jp-Cell")
     cells.first.locator(".jp-InputArea-editor").click()
     page.keyboard.press("Control+Enter")
     w = page.locator(".gl-run")
-    expect(w.locator(".gl-run-all")).to_be_enabled(timeout=60_000)
+    expect(w.locator(".gl-run-all")).to_be_enabled(timeout=SHOWS)
 
     w.locator(".gl-run-all").click()
     expect(w.locator(".gl-status")).to_contain_text("run in progress")

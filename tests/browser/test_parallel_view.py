@@ -19,6 +19,7 @@ import re
 import nbformat
 
 from .conftest import REPO, SCREENSHOTS, Server
+from .waits import KERNEL_UP, SHOWS
 
 NOTEBOOK = "parallel.ipynb"
 
@@ -32,7 +33,7 @@ def test_fan_out_drawn_cell_by_cell_and_lit_step_by_step(page, jupyter_server: S
     from playwright.sync_api import expect
 
     page.goto(jupyter_server.lab_url(jupyter_server.notebook(NOTEBOOK)))
-    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=90_000)
+    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     cells = page.locator(".jp-Notebook .jp-Cell")
     view_at = _code("%lab graph")
     map_at = _code('g.add(\n    g.edge_from(g.start_node).label("numbers")')
@@ -44,13 +45,13 @@ def test_fan_out_drawn_cell_by_cell_and_lit_step_by_step(page, jupyter_server: S
     for _ in range(view_at + 1):
         page.keyboard.press("Shift+Enter")
     view = cells.nth(view_at).locator(".jp-OutputArea-output")
-    expect(view.locator("svg.gl-graph")).to_be_visible(timeout=60_000)
+    expect(view.locator("svg.gl-graph")).to_be_visible(timeout=SHOWS)
     expect(view.locator("svg.gl-graph g.gl-step")).to_have_count(0)
 
     for _ in range(map_at - view_at):
         page.keyboard.press("Shift+Enter")
     # the same output, redrawn: the map fork, the step and its join
-    expect(view.locator('svg.gl-graph g.gl-map[data-station="map"]')).to_be_visible(timeout=60_000)
+    expect(view.locator('svg.gl-graph g.gl-map[data-station="map"]')).to_be_visible(timeout=SHOWS)
     expect(view.locator('svg.gl-graph g.gl-step[data-station="square"]')).to_be_visible()
     expect(view.locator('svg.gl-graph g.gl-join[data-station="reduce_list_append"]')).to_be_visible()
     expect(view).to_have_count(1)
@@ -58,7 +59,7 @@ def test_fan_out_drawn_cell_by_cell_and_lit_step_by_step(page, jupyter_server: S
     for _ in range(fan_at - map_at):
         page.keyboard.press("Shift+Enter")
     expect(view.locator('svg.gl-graph g.gl-broadcast[data-station="broadcast"]')).to_be_visible(
-        timeout=60_000
+        timeout=SHOWS
     )
     expect(view.locator("svg.gl-graph g.gl-join")).to_have_count(2)
     expect(view.locator("svg.gl-graph g.gl-step")).to_have_count(5)
@@ -67,7 +68,7 @@ def test_fan_out_drawn_cell_by_cell_and_lit_step_by_step(page, jupyter_server: S
     for _ in range(start_at - fan_at):
         page.keyboard.press("Shift+Enter")
     w = page.locator(".gl-run")
-    expect(w).to_be_visible(timeout=60_000)
+    expect(w).to_be_visible(timeout=SHOWS)
     lit = w.locator("svg.gl-graph g.gl-current")
     selected = w.locator(".gl-selected")
     expect(selected).to_have_attribute("data-seq", "0")

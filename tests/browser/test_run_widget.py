@@ -24,6 +24,7 @@ import pytest
 
 from .conftest import SCREENSHOTS, Server
 from .frontends import FRONTENDS, cell_index, open_notebook, output_of, run_all
+from .waits import SHOWS
 
 NOTEBOOK = "consent.ipynb"
 NOTE = "Looks right <b>ship</b> it"
@@ -46,7 +47,7 @@ def test_run_widget_and_consent_click(page, jupyter_server: Server, frontend: st
     # parked visibly at the gate, and the text's click explained by the SQL cell
     w = page.locator(".gl-run")
     status = w.locator(".gl-run-status")
-    expect(status).to_have_attribute("data-status", "waiting", timeout=60_000)
+    expect(status).to_have_attribute("data-status", "waiting", timeout=SHOWS)
     consent = w.locator(".gl-consent")
     expect(consent).to_be_visible()
     expect(consent.locator(".gl-prompt")).to_have_text("Send this draft to the customer?")

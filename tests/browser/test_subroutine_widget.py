@@ -12,6 +12,7 @@ from __future__ import annotations
 import nbformat
 
 from .conftest import REPO, SCREENSHOTS, Server
+from .waits import KERNEL_UP, SHOWS
 
 NOTEBOOK = "subroutines.ipynb"
 
@@ -31,15 +32,15 @@ def test_widget_shows_node_local_and_feature_state_per_checkpoint(page, jupyter_
     from playwright.sync_api import expect
 
     page.goto(jupyter_server.lab_url(jupyter_server.notebook(NOTEBOOK)))
-    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=90_000)
+    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     page.locator(".jp-Notebook .jp-Cell").first.click()
     page.keyboard.press("Escape")
     for _ in range(_refused_cell() + 1):
         page.keyboard.press("Shift+Enter")
 
     w = page.locator(".gl-run")
-    expect(w).to_be_visible(timeout=60_000)
-    expect(w.locator(".gl-run-status")).to_have_attribute("data-status", "failed", timeout=60_000)
+    expect(w).to_be_visible(timeout=SHOWS)
+    expect(w.locator(".gl-run-status")).to_have_attribute("data-status", "failed", timeout=SHOWS)
     expect(w.locator(".gl-message")).to_contain_text("AmbiguousEdgeError")
     expect(w.locator(".gl-message")).to_contain_text("not undone")
     graph = w.locator("svg.gl-graph")

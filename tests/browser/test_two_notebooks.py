@@ -14,6 +14,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
 from .conftest import Server
+from .waits import KERNEL_UP, SHOWS
 
 DECLARE = """from dataclasses import dataclass
 
@@ -84,10 +85,10 @@ def test_two_notebooks_in_one_jupyterlab_step_a_run_each(page, jupyter_server: S
 
     # the first notebook: its kernel starts a run, Step moves it
     page.goto(jupyter_server.lab_url("two/left.ipynb"))
-    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=90_000)
+    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     run_cell(0)
     left = panel.locator(".gl-run").first
-    expect(left.locator(".gl-step")).to_be_enabled(timeout=60_000)
+    expect(left.locator(".gl-step")).to_be_enabled(timeout=SHOWS)
     step(left, 1)
 
     # the second notebook opens beside it from the file browser, in the same JupyterLab, while the
@@ -96,13 +97,13 @@ def test_two_notebooks_in_one_jupyterlab_step_a_run_each(page, jupyter_server: S
     if not item.is_visible():
         page.locator(".jp-SideBar .lm-TabBar-tab[data-id='filebrowser']").click()
     item.dblclick()
-    expect(page.locator(".lm-TabBar-tab", has_text="left.ipynb")).to_be_visible(timeout=60_000)
-    expect(page.locator(".lm-TabBar-tab.lm-mod-current", has_text="right.ipynb")).to_be_visible(timeout=60_000)
-    expect(panel.locator(".jp-Cell").first).to_be_visible(timeout=90_000)
-    page.wait_for_timeout(1000)  # its kernel starts
+    expect(page.locator(".lm-TabBar-tab", has_text="left.ipynb")).to_be_visible(timeout=SHOWS)
+    expect(page.locator(".lm-TabBar-tab.lm-mod-current", has_text="right.ipynb")).to_be_visible(timeout=SHOWS)
+    expect(panel.locator(".jp-Cell").first).to_be_visible(timeout=KERNEL_UP)
+    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)  # its kernel is up
     run_cell(0)
     right = panel.locator(".gl-run").first
-    expect(right.locator(".gl-step")).to_be_enabled(timeout=90_000)
+    expect(right.locator(".gl-step")).to_be_enabled(timeout=KERNEL_UP)
     step(right, 1)
     step(right, 2)
     run_cell(1)

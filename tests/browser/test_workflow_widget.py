@@ -14,6 +14,7 @@ import re
 import nbformat
 
 from .conftest import REPO, SCREENSHOTS, Server
+from .waits import KERNEL_UP, SHOWS
 
 NOTEBOOK = "workflow.ipynb"
 
@@ -29,14 +30,14 @@ def test_checkpoint_choices_are_buttons(page, jupyter_server: Server) -> None:  
     from playwright.sync_api import expect
 
     page.goto(jupyter_server.lab_url(jupyter_server.notebook(NOTEBOOK)))
-    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=90_000)
+    expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     page.locator(".jp-Notebook .jp-Cell").first.click()
     page.keyboard.press("Escape")
     for _ in range(_start_cell() + 1):
         page.keyboard.press("Shift+Enter")
 
     w = page.locator(".gl-run")
-    expect(w).to_be_visible(timeout=60_000)
+    expect(w).to_be_visible(timeout=SHOWS)
     expect(w.locator(".gl-run-status")).to_have_attribute("data-status", "waiting")
     consent = w.locator(".gl-consent")
     expect(consent).to_be_visible()
@@ -59,7 +60,7 @@ def test_checkpoint_choices_are_buttons(page, jupyter_server: Server) -> None:  
     w.screenshot(path=str(SCREENSHOTS / "workflow-checkpoint.png"))
 
     choices.first.click()
-    expect(w.locator(".gl-run-status")).to_have_attribute("data-status", "done", timeout=60_000)
+    expect(w.locator(".gl-run-status")).to_have_attribute("data-status", "done", timeout=SHOWS)
     expect(consent).to_be_hidden()
     expect(state).to_contain_text('"deep"')
     expect(w.locator(".gl-event-log")).to_contain_text("⚠ step lint reported output key(s) ['style']")

@@ -55,19 +55,3 @@ def _close_all() -> None:
         for store in list(registry.values()):
             if not store.closed:
                 store.close()
-
-
-@pytest.fixture(scope="session")
-def ray_session() -> Iterator[str]:
-    """One local Ray for the test session (2 CPUs); its address, for other processes to join."""
-    try:
-        import ray
-    except ImportError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"Ray is required under CI=true: {exc}; pip install -e '.[dev]'")
-        pytest.skip(f"Ray is not installed here ({exc}); pip install -e '.[dev]'")
-    from lab.batch.batch import start_ray
-
-    start_ray(num_cpus=2, attempts=4)
-    yield ray.get_runtime_context().gcs_address
-    ray.shutdown()
