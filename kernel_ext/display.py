@@ -18,6 +18,7 @@ from pydantic_core import to_jsonable_python
 
 from lab import Checkpoint, CheckpointRecord, EventRecord, LabGraph, Run, RunRecord, StepResult, WaitRecord
 from lab.history import History
+from lab.run_list import RunList
 
 __all__ = (
     "HTML_FORMATTERS",
@@ -295,17 +296,9 @@ def run_record_html(r: RunRecord) -> str:
     return html_table(_RUN_HEADERS, [_run_record_row(r)])
 
 
-class RunList(list[RunRecord]):
-    """`%lab runs`: the stored runs, oldest first; a list that displays as a table."""
-
-    def _repr_html_(self) -> str:
-        return html_table(_RUN_HEADERS, [_run_record_row(r) for r in self], title=f"{len(self)} runs")
-
-    def __repr__(self) -> str:
-        return text_table(_RUN_HEADERS, [_run_record_row(r) for r in self], title=f"{len(self)} runs")
-
-
-_EVENT_HEADERS = ("seq", "kind", "node", "attempt", "checkpoint", "details")
+_EVENT_HEADERS = ("seq", "kind", "node", "entered_seq", "checkpoint", "details")
+"""`entered_seq`: the seq of the `entered` event a settlement or failure belongs to (the events'
+`attempt` column); a failure's try number is `attempt` in its details (issue 25 item 6)."""
 
 
 def _event_row(e: EventRecord) -> tuple[str, ...]:

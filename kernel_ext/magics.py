@@ -230,7 +230,7 @@ class LabMagics(Magics):
 
     def _do_runs(self, rest: str, run_id: str | None) -> RunList:
         words = _words(rest, "runs", at_most=1)
-        return RunList(self.session.lab().runs(graph=words[0] if words else None))
+        return self.session.lab().runs(graph=words[0] if words else None)
 
     def _do_start(self, rest: str, run_id: str | None) -> Run:
         if run_id is not None:

@@ -158,8 +158,10 @@ class NodeTimeout(LabError, TimeoutError):
 class NodeExecutionError(LabError, RuntimeError):
     """A station failed and the caller asked failures to raise (seed 003 "NodeExecutionException").
 
-    `node_id` and `attempt` say which station and which attempt (the event sequence of its
-    `entered` event); the station's own exception is `__cause__` and `original`.
+    `node_id` and `attempt` say which station and which try of it from its checkpoint (1 for the
+    first; a `Retry(max_attempts=3)` station that failed every try says 3); `entered_seq` is the
+    event sequence number of that try's `entered` event (the events' `attempt` column); the
+    station's own exception is `__cause__` and `original`.
     """
 
     def __init__(
@@ -170,12 +172,14 @@ class NodeExecutionError(LabError, RuntimeError):
         node_id: str | None = None,
         attempt: int | None = None,
         original: BaseException | None = None,
+        entered_seq: int | None = None,
     ):
         super().__init__(message)
         self.run_id = run_id
         self.node_id = node_id
         self.attempt = attempt
         self.original = original
+        self.entered_seq = entered_seq
 
 
 class ReducerError(NodeExecutionError):

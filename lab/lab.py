@@ -26,6 +26,7 @@ from .manifest import Manifest
 from .records import Durability, EventRecord, RunRecord, Status, WaitRecord
 from .retry import Retry, check_policies, check_timeouts
 from .run import Run
+from .run_list import RunList
 from .waits import Budgets
 
 if TYPE_CHECKING:
@@ -223,15 +224,17 @@ class Lab:
 
     # -- runs ----------------------------------------------------------------------------
 
-    def runs(self, *, graph: str | None = None, status: str | None = None) -> list[RunRecord]:
-        """The runs in the store, oldest first; filter by graph name or status."""
+    def runs(self, *, graph: str | None = None, status: str | None = None) -> RunList:
+        """The runs in the store, oldest first, as a list that displays as a table; filter by graph
+        name or status. A run a gone process left `running` shows as `interrupted` (lab/run_list.py)."""
         if graph is not None and not isinstance(graph, str):
             raise ArgumentError(f"lab.runs(graph={graph!r}): graph is a graph's name, a str (lab.graphs lists them)")
         if status is not None and status not in _STATUSES:
             raise ArgumentError(
                 f"lab.runs(status={status!r}): status is one of {', '.join(map(repr, _STATUSES))}, or None for every run"
             )
-        return self.store.list_runs(graph_key=graph, status=status)
+        stored = self.store.list_runs(graph_key=graph, status=None if status == "interrupted" else status)
+        return RunList.read(stored, abandoned=self.store.abandoned, status=status)
 
     def run(self, run_id: str) -> RunRecord:
         """The stored record of one run."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_graph import EndMarker
 
+from .attempts import try_number
 from .engine.loop import run_sync
 from .engine.model import drive_model
 from .engine.serial import Stop, drive
@@ -44,6 +45,7 @@ from .limits import UNSET, Limits, check_step_limit, check_timeout
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
 from .retry import Retries
 from .steps import SuperSteps
+from .usage import raised_from_caller
 from .waits import Budgets, Waits
 
 if TYPE_CHECKING:
@@ -439,6 +441,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         """Seconds one call may drive the run before it fails with `RunTimeout` (None: no limit)."""
         return self.limits.timeout
 
+    @raised_from_caller
     def step(self, *, timeout: float | None = UNSET, raise_on_failure: bool | None = None) -> StepResult:
         """Run exactly one station and return what happened.
 
@@ -447,6 +450,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         """
         return run_sync(self.astep(timeout=timeout, raise_on_failure=raise_on_failure))
 
+    @raised_from_caller
     def run(
         self,
         max_steps: int | None = None,
@@ -500,6 +504,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         self._raise_failure(raise_on_failure)
         return self
 
+    @raised_from_caller
     def retry(self, *, raise_on_failure: bool | None = None) -> StepResult:
         """Attempt the failed or interrupted station again from the same head, as a new attempt."""
         return run_sync(self.aretry(raise_on_failure=raise_on_failure))
@@ -724,9 +729,11 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
 
     def _fail_run(self, error: LabError, *, node_id: str | None = None, attempt: int | None = None) -> None:
         """The run stops at its head for a reason of its own (a bound), not a station's failure."""
+        nid = node_id or (self.next_stations[0] if self.next_stations else None)
         err = {
-            "node_id": node_id or (self.next_stations[0] if self.next_stations else None),
-            "attempt": attempt,
+            "node_id": nid,
+            "attempt": None if attempt is None else try_number(self.lab.store.events(self.id), nid, self._head),
+            "entered_seq": attempt,
             "type": f"{type(error).__module__}.{type(error).__qualname__}",
             "message": str(error),
             "traceback": "",
@@ -759,6 +766,8 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             failure.run_id = failure.run_id or self.id
             failure.node_id = failure.node_id or err.get("node_id")
             failure.attempt = failure.attempt if failure.attempt is not None else err.get("attempt")
+            if getattr(failure, "entered_seq", None) is None:
+                failure.entered_seq = err.get("entered_seq")
             raise failure
         node_id, attempt = err.get("node_id"), err.get("attempt")
         raise NodeExecutionError(
@@ -768,6 +777,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             node_id=node_id,
             attempt=attempt,
             original=failure,
+            entered_seq=err.get("entered_seq"),
         ) from failure
 
     def _after_stop(self, stop: Stop) -> None:
@@ -854,7 +864,8 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
     def failed(self, *, attempt: int, node_id: str, error: BaseException) -> None:
         err = {
             "node_id": node_id,
-            "attempt": attempt,
+            "attempt": try_number(self.lab.store.events(self.id), node_id, self._head),  # the try, from 1
+            "entered_seq": attempt,  # the event seq of its `entered` (the events' `attempt` column)
             "type": f"{type(error).__module__}.{type(error).__qualname__}",
             "message": str(error),
             "traceback": "".join(traceback.format_exception(error)),

@@ -244,7 +244,7 @@ def _check_edge(manifest: Manifest, source: str, target: str) -> None:
     if source == END:  # the native end node's task: it only hands over the End value
         return
     if not manifest.permits(source, target):
-        allowed = ", ".join(manifest.successors(source)) or "nothing"
+        allowed = ", ".join("End" if s == END else s for s in manifest.successors(source)) or "nothing"
         what = "End" if target == END else target
         raise UndeclaredTransitionError(
             f"station {source} returned {what}, which its return hint does not declare "

@@ -96,9 +96,7 @@ def _event_summary(ev: EventRecord) -> str:
             return word + (f" · note: {p['note']}" if p.get("note") else "")
         return json.dumps({k: v for k, v in p.items() if k not in ("owner", "kind")}, default=str)
     if kind == "waiting":
-        details = p.get("details")
-        prompt = p.get("prompt") or (details.get("prompt") if isinstance(details, dict) else None)
-        return f"{p.get('kind', '')}: {prompt or ''}"
+        return f"{p.get('kind', '')}: {_question(p.get('prompt'), p.get('details'))}"
     if kind == "warning":
         return f"⚠ {p.get('message', '')}"
     if kind == "failed":
@@ -116,6 +114,20 @@ def _event_summary(ev: EventRecord) -> str:
     if kind == "started":
         return f"entry {p.get('entry', '')}"
     return _control_summary(kind, p)
+
+
+def _question(prompt: Any, details: Any) -> str:
+    """What a wait asks: its prompt; else an `interrupt()`'s question, kept under `details` (its
+    `prompt` or `question` when a dict says one, else the details as JSON)."""
+    if prompt:
+        return str(prompt)
+    if isinstance(details, dict):
+        for key in ("prompt", "question"):
+            if isinstance(details.get(key), str) and details[key]:
+                return details[key]
+    if isinstance(details, str):
+        return details
+    return "" if details is None else json.dumps(details, ensure_ascii=False, default=str)
 
 
 def _control_summary(kind: str, p: dict[str, Any]) -> str:
@@ -210,9 +222,10 @@ def status_line(
         "failed": "✖",
         "cancelled": "⊘",
         "interrupted": "⚠",
+        "lab closed": "⏏",
     }
     word = label or status
-    nexts = ", ".join(nxt) or "—"
+    nexts = ", ".join(nxt) or "End"  # the timeline's word for a checkpoint with nothing after it
     extra = f" · {escape(note)}" if note else ""
     return (
         f'{CSS}<div class="gl-status"><b>{escape(graph)}@{revision}</b> · <code>{escape(run_id)}</code> · '

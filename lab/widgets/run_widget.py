@@ -30,6 +30,7 @@ from ..render import END, Overlay, edge_labels, overlay_from_path, spec_from_man
 from . import html as H
 from .agent_view import AgentJobView
 from .branches import Branch, branches
+from .consent_panel import AnswerPanel, choices_of, make_button
 from .frontier_view import StepView, is_parallel, next_summary
 from .graph_view import GraphView
 
@@ -42,12 +43,6 @@ log = logging.getLogger(__name__)
 
 _EVENTS_SHOWN = 200
 _widgets: weakref.WeakValueDictionary[str, RunWidget] = weakref.WeakValueDictionary()
-
-
-def _button(label: str, cls: str, icon: str = "", style: str = "") -> widgets.Button:
-    b = widgets.Button(description=label, icon=icon, button_style=style, layout=widgets.Layout(width="auto"))
-    b.add_class(cls)
-    return b
 
 
 class RunWidget(widgets.VBox):
@@ -78,7 +73,6 @@ class RunWidget(widgets.VBox):
         self._updating: int | None = None
         """The thread moving the timeline itself (its slider changes are not the person's)."""
         self._follow = True
-        self._shown_owner: str | None = None
         self._seqs: list[int] = []
         self._tip: int | None = None  # the branch picked in the picker; None: the head's branch
         self._branches: list[Branch] = []
@@ -99,11 +93,11 @@ class RunWidget(widgets.VBox):
         self.header = widgets.HTML()
         self.message = widgets.HTML()
         self.message.add_class("gl-message")
-        self.step_btn = _button("Step", "gl-step", "step-forward")
-        self.run_btn = _button("Run", "gl-run-all", "play")
-        self.pause_btn = _button("Pause", "gl-pause", "pause")
-        self.cancel_btn = _button("Cancel", "gl-cancel", "stop")
-        self.retry_btn = _button("Retry", "gl-retry", "redo")
+        self.step_btn = make_button("Step", "gl-step", "step-forward")
+        self.run_btn = make_button("Run", "gl-run-all", "play")
+        self.pause_btn = make_button("Pause", "gl-pause", "pause")
+        self.cancel_btn = make_button("Cancel", "gl-cancel", "stop")
+        self.retry_btn = make_button("Retry", "gl-retry", "redo")
         self.step_btn.on_click(lambda _b: self._start("Step", lambda: run.astep()))
         self.run_btn.on_click(lambda _b: self._start("Run", lambda: run.arun()))
         self.retry_btn.on_click(lambda _b: self._start("Retry", lambda: run.aretry()))
@@ -113,29 +107,12 @@ class RunWidget(widgets.VBox):
             [self.step_btn, self.run_btn, self.pause_btn, self.cancel_btn, self.retry_btn]
         )
 
-        self.wait_info = widgets.HTML()
-        self.note = widgets.Textarea(
-            placeholder="note (optional): why you approve or deny",
-            layout=widgets.Layout(width="100%", height="3.5em"),
-        )
-        self.note.add_class("gl-note")
-        self.approve_btn = _button("Approve", "gl-approve", "check", "success")
-        self.deny_btn = _button("Deny", "gl-deny", "times", "danger")
-        self.approve_btn.on_click(lambda _b: self._verdict(True))
-        self.deny_btn.on_click(lambda _b: self._verdict(False))
-        self.answer = widgets.Text(
-            placeholder="answer (JSON, or plain text)", layout=widgets.Layout(width="60%")
-        )
-        self.answer_btn = _button("Answer", "gl-answer", "reply")
-        self.answer_btn.on_click(lambda _b: self._answer())
-        self.verdicts = widgets.HBox([self.approve_btn, self.deny_btn])
-        self.choices = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
-        """A workflow checkpoint's choices, one button each (the wait's details list them)."""
-        self.choices.add_class("gl-choices")
-        self.consent = widgets.VBox([self.wait_info, self.note, self.verdicts, self.choices])
-        self.consent.add_class("gl-consent")
-        self.asking = widgets.VBox([widgets.HTML(), widgets.HBox([self.answer, self.answer_btn])])
-        self.asking.add_class("gl-asking")
+        self.answers = AnswerPanel(self)
+        """Approve / Deny, a checkpoint's choices, Answer / Grant (consent_panel.py)."""
+        a = self.answers
+        self.wait_info, self.note, self.approve_btn, self.deny_btn = a.wait_info, a.note, a.approve_btn, a.deny_btn
+        self.answer, self.answer_btn, self.verdicts, self.choices = a.answer, a.answer_btn, a.verdicts, a.choices
+        self.consent, self.asking = a.consent, a.asking
         self.agent = AgentJobView(self)
         """A delegated station's agent job: state, messages, tokens; Retry / Cancel / Provide when LOST."""
 
@@ -163,8 +140,8 @@ class RunWidget(widgets.VBox):
         if self._steps is not None:  # one checkpoint per super-step: the timeline scrubs by step
             self.slider.description = "step"
         self.slider.observe(self._on_slide, names="value")
-        self.older_btn = _button("", "gl-older", "chevron-left")
-        self.newer_btn = _button("", "gl-newer", "chevron-right")
+        self.older_btn = make_button("", "gl-older", "chevron-left")
+        self.newer_btn = make_button("", "gl-newer", "chevron-right")
         self.older_btn.tooltip, self.newer_btn.tooltip = "older checkpoint", "newer checkpoint"
         self.older_btn.on_click(lambda _b: self._nudge(-1))
         self.newer_btn.on_click(lambda _b: self._nudge(+1))
@@ -175,8 +152,8 @@ class RunWidget(widgets.VBox):
         )
         self.branch_picker.add_class("gl-branches")
         self.branch_picker.observe(self._on_branch, names="value")
-        self.rewind_btn = _button("Rewind here", "gl-rewind", "undo")
-        self.fork_btn = _button("Fork here", "gl-fork", "code-fork")
+        self.rewind_btn = make_button("Rewind here", "gl-rewind", "undo")
+        self.fork_btn = make_button("Fork here", "gl-fork", "code-fork")
         self.rewind_btn.on_click(lambda _b: self._act("Rewind", self._rewind))
         self.fork_btn.on_click(lambda _b: self._act("Fork", self._fork))
         timeline = widgets.HBox(
@@ -258,6 +235,11 @@ class RunWidget(widgets.VBox):
         """An action started from this view (Step, Run, Retry, continuing a verdict) is going on."""
         return self._task is not None
 
+    @property
+    def closed(self) -> bool:
+        """The run's lab is closed: the view can show what it last read, and do nothing more."""
+        return bool(self._run.lab.store.closed)
+
     # -- live updates ----------------------------------------------------------------------
 
     def _on_event(self, ev: EventRecord) -> None:
@@ -291,12 +273,32 @@ class RunWidget(widgets.VBox):
     def refresh(self) -> None:
         """Redraw everything from the run (the timeline follows the head unless scrubbed back)."""
         with self._lock:
+            if self.closed:
+                self._show_closed()
+                return
             try:
                 self._refresh()
             except Exception as exc:  # a view never breaks the run it shows
                 self.message.value = H.alert(
                     "error", "the view could not refresh:", f"{type(exc).__name__}: {exc}"
                 )
+
+    def _show_closed(self) -> None:
+        """The lab was closed (lab.close(), or the notebook opened a new Lab): say so, offer nothing."""
+        self.message.value = H.alert("error", "this lab is closed", CLOSED)
+        why = "the lab is closed: " + CLOSED
+        for btn in (
+            self.step_btn, self.run_btn, self.pause_btn, self.cancel_btn, self.retry_btn,
+            self.rewind_btn, self.fork_btn,
+        ):  # fmt: skip
+            btn.disabled, btn.tooltip = True, why
+        self.answers.enable(why)
+        self.note.disabled = self.answer.disabled = True
+        self.consent.layout.display = self.asking.layout.display = "none"
+        run = self._run
+        self.header.value = H.status_line(
+            run.id, run.graph.name, run.revision, run.status, run.head, run.next_stations, label="lab closed"
+        )
 
     def _refresh(self) -> None:
         seqs = self._branch_seqs()
@@ -445,14 +447,17 @@ class RunWidget(widgets.VBox):
         seq = self._seqs[i]
         rec = self._record(seq)
         self.graph.show(self.overlay_at(i))
-        head = " (head)" if seq == self._run.head else ""
+        at_head = seq == self._run.head
+        head = " (head)" if at_head else ""
+        # at the head the words are the header's (a `running` run nothing moves is `paused`)
+        word = self.status_label if at_head else rec.status
         sections = getattr(self._run.graph, "state_sections", None)  # a subroutine names its kinds of value
         body = (
             "".join(f'<h5 class="gl-section">{H.escape(t)}</h5>{H.json_tree(v)}' for t, v in sections(rec))
             if callable(sections)
             else H.json_tree(rec.state)
         )
-        self.state_panel.value = f'<div class="gl-panel"><h4>State at checkpoint {seq}{head} · {H.escape(rec.status)}</h4>{body}</div>'
+        self.state_panel.value = f'<div class="gl-panel"><h4>State at checkpoint {seq}{head} · {H.escape(word)}</h4>{body}</div>'
         parent = self._seqs[i - 1] if i > 0 else None
         diff = None
         if parent is not None:  # the parent's record is read with this one: no store round trip
@@ -466,7 +471,7 @@ class RunWidget(widgets.VBox):
         nxt = next_summary(rec) if self._steps is not None else ", ".join(p.node_id for p in rec.next) or "End"
         self.timeline_label.value = (
             f'<span class="gl-selected" data-seq="{seq}">checkpoint <b>{seq}</b>{head} · {i + 1} of {len(self._seqs)} · '
-            f"{H.escape(rec.status)} · next {H.escape(nxt)}</span>"
+            f"{H.escape(word)} · next {H.escape(nxt)}</span>"
         )
 
     def _show_run(self) -> None:
@@ -481,7 +486,11 @@ class RunWidget(widgets.VBox):
             run.id, run.graph.name, run.revision, run.status, run.head, run.next_stations, note,
             label=self.status_label, bounds=bounds,
         )
+        self.answers.show(run)
         msgs = [self._alert] if self._alert else []
+        elsewhere = self.answers.elsewhere_alert(self.status_label)
+        if elsewhere and "answered elsewhere" not in self._alert:
+            msgs.append(elsewhere)
         if run.status == "failed" and run.error:
             err = run.error
             msgs.append(
@@ -493,49 +502,9 @@ class RunWidget(widgets.VBox):
                 )
             )
         self.message.value = "".join(msgs)
-        self._show_wait()
         self.agent.show(run)
         self._enable()
         self.events_panel.value = H.events_table(self._events, total=self._event_count)
-
-    def _show_wait(self) -> None:
-        run = self._run
-        wait = getattr(run, "wait", None)
-        waiting = wait is not None and run.status == "waiting"
-        choices = _choices(wait) if waiting else []
-        consent = waiting and (wait.kind == "consent" or bool(choices))
-        asking = waiting and wait.kind in ("interrupt", "capability") and not choices
-        # the owner this view shows: a verdict from it names that wait, so a stale view cannot
-        # answer a newer wait (seed 001 "single current wait owner")
-        self._shown_owner = wait.owner if waiting else None
-        if waiting:
-            html = H.wait_panel(wait.kind, wait.node_id, wait.prompt, wait.details)
-            self.wait_info.value = html
-            self.asking.children[0].value = html  # type: ignore[attr-defined]
-            granting = wait.kind == "capability"
-            self.answer_btn.description = "Grant" if granting else "Answer"
-            self.answer.placeholder = (
-                "value to hand the node (JSON, or plain text; empty for none)" if granting else "answer (JSON, or plain text)"
-            )
-        self._show_choices(choices, wait.owner if waiting else None)
-        self.consent.layout.display = None if consent else "none"
-        self.asking.layout.display = None if asking else "none"
-
-    def _show_choices(self, choices: list[dict[str, Any]], owner: str | None) -> None:
-        """A checkpoint's choices as buttons in the consent panel (Approve / Deny and the note hide)."""
-        self.verdicts.layout.display = "none" if choices else None
-        self.note.layout.display = "none" if choices else None
-        key = (owner, tuple(c["id"] for c in choices))
-        if getattr(self, "_choices_key", None) == key:
-            return
-        self._choices_key = key
-        buttons = []
-        for c in choices:
-            b = _button(str(c.get("label") or c["id"]), "gl-choice", style="info")
-            b.tooltip = f"choose {c['id']}"
-            b.on_click(lambda _b, cid=c["id"]: self._choose(cid))
-            buttons.append(b)
-        self.choices.children = tuple(buttons)
 
     # -- which actions are possible ---------------------------------------------------------
 
@@ -588,7 +557,7 @@ class RunWidget(widgets.VBox):
                 return f"{wait.node_id}'s agent job is LOST: Retry job, Cancel job or Provide result below"
             return None  # Step / Run await the agent's job, then route its result
         if status == "waiting" and wait is not None and wait.kind != "breakpoint":
-            if _choices(wait):
+            if choices_of(wait):
                 return f"{wait.node_id} waits for a choice: pick one below"
             what = {
                 "consent": "a verdict: Approve or Deny below",
@@ -612,31 +581,45 @@ class RunWidget(widgets.VBox):
             btn.disabled = why is not None
             btn.tooltip = why or _TIPS[action]
         self.retry_btn.layout.display = None if self._run.status == "failed" else "none"
-        busy = self.busy
-        for btn in (self.approve_btn, self.deny_btn, self.answer_btn, *self.choices.children):
-            btn.disabled = busy
-            btn.tooltip = f"{self._action} is in progress" if busy else ""
+        self.answers.enable(f"{self._action} is in progress" if self.busy else None)
+        self.note.disabled = self.answer.disabled = False
         i, n = self.slider.value, len(self._seqs)
         self.older_btn.disabled, self.newer_btn.disabled = i <= 0, i >= n - 1
 
     # -- actions -----------------------------------------------------------------------------
 
+    def set_alert(self, html: str) -> None:
+        """Show `html` (an `H.alert`) above the controls until the next action, and redraw."""
+        self._alert = html
+        self.refresh()
+
+    def start_action(self, name: str, make: Callable[[], Coroutine[Any, Any, Any]], *, alert: str = "") -> None:
+        """Start a long action on the lab's loop (the answer panel's run after a verdict); `alert`
+        is shown meanwhile (what was just answered), unless the action fails."""
+        self._start(name, make, alert=alert)
+
     def _act(self, name: str, fn: Callable[[], Any]) -> None:
         """Do a quick action now; show its error in the widget."""
         self._alert = ""
+        if self.closed:
+            self.refresh()
+            return
         try:
             fn()
         except Exception as exc:
             self._alert = H.alert("error", f"{name} failed:", f"{type(exc).__name__}: {exc}")
         self.refresh()
 
-    def _start(self, name: str, make: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+    def _start(self, name: str, make: Callable[[], Coroutine[Any, Any, Any]], *, alert: str = "") -> None:
         """Start a long action on the lab's loop and return at once (the kernel stays free)."""
+        if self.closed:
+            self.refresh()
+            return
         if self.busy:
             self._alert = H.alert("error", f"{name}:", f"{self._action} is still in progress; Pause it first")
             self.refresh()
             return
-        self._alert = ""
+        self._alert = alert
         self._follow = True
         self._tip = None  # a step goes on from the head: show the head's branch
         self._action = name
@@ -667,52 +650,6 @@ class RunWidget(widgets.VBox):
     def wait(self, timeout: float | None = 60) -> bool:
         """Block until the action started from this view has ended and the view shows it."""
         return self._idle.wait(timeout)
-
-    def _verdict(self, approved: bool) -> None:
-        run = self._run
-        note = self.note.value.strip() or None
-        name = "Approve" if approved else "Deny"
-        try:
-            (run.approve if approved else run.deny)(note, owner=self._shown_owner)
-        except Exception as exc:
-            self._alert = H.alert("error", f"{name} failed:", f"{type(exc).__name__}: {exc}")
-            self.refresh()
-            return
-        self.note.value = ""
-        self._start("Run", lambda: run.arun())
-
-    def _choose(self, choice: str) -> None:
-        """A choice button: answer the checkpoint with its id, then run on."""
-        try:
-            self._run.resume_with(choice, owner=self._shown_owner)
-        except Exception as exc:
-            self._alert = H.alert("error", "Choice failed:", f"{type(exc).__name__}: {exc}")
-            self.refresh()
-            return
-        self._start("Run", lambda: self._run.arun())
-
-    def _answer(self) -> None:
-        import json
-
-        text = self.answer.value
-        try:
-            value: Any = json.loads(text)
-        except ValueError:
-            value = text
-        wait = getattr(self._run, "wait", None)
-        granting = wait is not None and wait.kind == "capability"
-        try:
-            if granting:
-                self._run.grant(wait.details.get("capability"), value if text.strip() else None, owner=self._shown_owner)
-            else:
-                self._run.resume_with(value, owner=self._shown_owner)
-        except Exception as exc:
-            what = "Grant" if granting else "Answer"
-            self._alert = H.alert("error", f"{what} failed:", f"{type(exc).__name__}: {exc}")
-            self.refresh()
-            return
-        self.answer.value = ""
-        self._start("Run", lambda: self._run.arun())
 
     def _rewind(self) -> None:
         seq = self.selected_seq
@@ -762,6 +699,10 @@ WATCH_EVERY = 0.5
 """Seconds between looks at the store for what another process wrote to a shown run."""
 
 
+CLOSED = "reopen with Lab() and display the run again (lab.resume(run_id) gives a live handle)"
+"""What a view of a closed lab tells the person to do."""
+
+
 def _watch(view: RunWidget) -> None:
     """Follow a run another process advances (or an answer given elsewhere) while the view lives.
 
@@ -775,7 +716,11 @@ def _watch(view: RunWidget) -> None:
         while True:
             time.sleep(WATCH_EVERY)
             w = ref()
-            if w is None or run.lab.store.closed:
+            if w is None:
+                return
+            if run.lab.store.closed:  # say so once: the view offers nothing it cannot do
+                with contextlib.suppress(Exception):
+                    w.refresh()
                 return
             if run.writer is None and run.status != "waiting":
                 del w
@@ -787,17 +732,6 @@ def _watch(view: RunWidget) -> None:
             del w
 
     threading.Thread(target=loop, name=f"graphlab-watch-{run.id}", daemon=True).start()
-
-
-def _choices(wait: Any) -> list[dict[str, Any]]:
-    """The choices a wait offers (a workflow checkpoint's), or [] for any other wait."""
-    details = getattr(wait, "details", None)
-    if getattr(wait, "kind", None) != "interrupt" or not isinstance(details, dict):
-        return []
-    choices = details.get("choices")
-    if not isinstance(choices, list):
-        return []
-    return [c for c in choices if isinstance(c, dict) and isinstance(c.get("id"), str)]
 
 
 _TIPS = {

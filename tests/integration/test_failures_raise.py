@@ -38,7 +38,8 @@ def test_raise_on_failure_raises_node_execution_error_with_node_attempt_and_caus
     err = info.value
     assert err.node_id == "Boom" and err.run_id == run.id
     entered = [e for e in run.events("entered") if e.node_id == "Boom"]
-    assert err.attempt == entered[-1].attempt == run.error["attempt"]  # type: ignore[index]
+    assert err.entered_seq == entered[-1].attempt == run.error["entered_seq"]  # type: ignore[index]
+    assert err.attempt == run.error["attempt"] == 1  # the first try (issue 25 item 6)  # type: ignore[index]
     assert isinstance(err.__cause__, ValueError) and err.original is err.__cause__
     assert str(err.__cause__) == "the tool said no"
     # recorded before it was raised: the head and the state are the last good checkpoint's

@@ -65,7 +65,8 @@ def test_exhausted_tries_fail_the_run_and_raise_with_the_last_attempt() -> None:
     assert run.status == "failed" and run.head == 1 and run.state.log == ["prep"]
     assert [r["try"] for r in retries(run)] == [1]
     last = [e for e in run.events("entered") if e.node_id == "Flaky"][-1]
-    assert info.value.attempt == last.attempt and str(info.value.__cause__) == "two"
+    assert info.value.entered_seq == last.attempt and str(info.value.__cause__) == "two"
+    assert info.value.attempt == 2  # the second of max_attempts=2 (issue 25 item 6)
 
 
 def test_only_the_named_exceptions_are_retried() -> None:

@@ -268,12 +268,14 @@ def test_a_stale_view_cannot_answer_a_newer_wait(mem_lab):
     run = declare_mail(mem_lab).start(Draft(), state=Mail())
     run.run()
     w = RunWidget(run)  # shows the first interrupt
-    shown = w._shown_owner
+    shown = w.answers.shown_owner
     run.resume_with("eu")  # answered elsewhere (another cell); the run parks again at the gate
     run.run()
     assert run.wait.kind == "consent" and run.wait.owner != shown
-    w._shown_owner = shown  # the view has not refreshed yet
+    w.answers.shown_owner = shown  # the view has not refreshed yet
     w.note.value = "from the stale view"
     w.approve_btn.click()
     assert run.status == "waiting" and run.wait.open, "a stale view answered the newer wait"
-    assert "WaitOwnerError" in w.message.value
+    # issue 25 item 2: said as what happened, not as a failure; the view now shows the newer wait
+    assert "answered elsewhere:" in w.message.value and "now waiting" in w.message.value
+    assert "failed" not in w.message.value and w.answers.shown_owner == run.wait.owner

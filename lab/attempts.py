@@ -1,0 +1,27 @@
+"""Which try of a station a failure was: `attempt` in a failure's record and `NodeExecutionError`.
+
+An event's `attempt` column correlates an `entered` event with its settlement: it is the
+sequence number of the `entered` event (`entered_seq` in a failure's record), not a count. The
+try number counts from 1 at the station's checkpoint: every earlier try from that head that
+failed (a retry policy's `retry` event, or a `failed` event before `run.retry()`) adds one
+(issue 25 item 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .records import EventRecord
+
+__all__ = ("try_number",)
+
+
+def try_number(events: Iterable[EventRecord], node_id: str | None, head: int | None) -> int:
+    """The try of `node_id` from checkpoint `head` that is failing now (1 for the first)."""
+    earlier = 0
+    for ev in events:
+        if ev.node_id != node_id or ev.checkpoint_seq != head:
+            continue
+        if (ev.kind == "failed" and ev.attempt is not None) or (ev.kind == "retry" and (ev.payload or {}).get("by") == "policy"):
+            earlier += 1
+    return earlier + 1
