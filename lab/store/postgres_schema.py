@@ -28,6 +28,20 @@ MIGRATE_LOCK = 1196379214
 """Advisory lock held while a store's schema is checked and migrated (one process at a time)."""
 GRAPH_LOCK = 1196379215
 """Advisory lock class of a graph key while its revision is registered."""
+WRITER_LOCK = 1196379216
+"""Advisory lock class of the process that steps a run (session-scoped, exclusive): see postgres_session.py."""
+
+WRITERS_TABLE = """
+CREATE TABLE IF NOT EXISTS writers (
+    run_id text PRIMARY KEY,
+    pid bigint NOT NULL,
+    host text NOT NULL,
+    started double precision NOT NULL,
+    claimed_at timestamp NOT NULL
+)
+"""
+"""The process that steps each run, as DuckDB's `writers` table (docs/store.md): with its session's
+`WRITER_LOCK` it tells a live writer whose connection dropped (a server restart) from a dead one."""
 
 _ROWS = """jsonb_array_elements(rows) WITH ORDINALITY AS e(j, ord), jsonb_to_record(e.j) AS x(
     t text, run_id text, seq bigint, parent_seq bigint, status text, state jsonb, next jsonb, output jsonb,
@@ -244,8 +258,9 @@ MIGRATIONS: list[list[str]] = [
         )
         """,
     ],
-    # version 3 -> 4: nothing here. DuckDB's schema 4 adds `writers` and `journal_marks`, its own
-    # machinery for several processes on one file (docs/store.md "Who holds what, when"); a server
-    # serialises its writers itself (advisory locks, see PostgresStore.abandoned).
-    [],
+    # version 3 -> 4: DuckDB's schema 4 adds `writers` and `journal_marks`, its machinery for several
+    # processes on one file (docs/store.md "Who holds what, when"). A server serialises its writes
+    # itself (advisory locks); `writers` names who steps a run (postgres_session.py). A store an
+    # older Graph Lab migrated to 4 without it gains it on open.
+    [WRITERS_TABLE],
 ]

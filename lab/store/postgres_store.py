@@ -5,8 +5,9 @@ is one transaction and one round trip: the rows travel as one JSON array to the 
 function `graphlab_write` (postgres_schema.py), which applies them under a per-run lock.
 Connections come from a `psycopg_pool` pool; psycopg errors are translated here, once, into the
 lab's own errors. Several processes (machines) may open one store at once: each run is stepped
-by the process that holds its handle, a verdict is recorded once (the first wins), and
-`lab.sql` reads in a READ ONLY transaction that is rolled back.
+by the process that holds its handle, a verdict is recorded once (the first wins). Who holds a
+run, across a server restart, is postgres_session.py; `lab.sql`, on a connection of its own,
+postgres_sql.py.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import json
 import logging
 import re
 import threading
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -27,15 +28,18 @@ from ..errors import (
     CheckpointError,
     RunNotFoundError,
     StoreError,
-    StoreQueryError,
+    StoreLockedError,
     StoreSchemaError,
     WaitAnsweredError,
 )
 from ..manifest import Manifest
 from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord, utcnow
 from .base import Store
+from .holders import Process
 from .journal import UnstorableValueError, _dumps
-from .postgres_schema import GRAPH_LOCK, LIVE_LOCK, MIGRATE_LOCK, MIGRATIONS
+from .postgres_schema import GRAPH_LOCK, MIGRATE_LOCK, MIGRATIONS, WRITERS_TABLE
+from .postgres_session import LiveSession, check_pooled, holders
+from .postgres_sql import SQL_TIMEOUT, SqlSession
 from .schema import SCHEMA_VERSION, TABLES
 
 if TYPE_CHECKING:
@@ -50,10 +54,11 @@ _OPEN: dict[str, PostgresStore] = {}
 _OPEN_LOCK = threading.Lock()
 _URL = re.compile(r"^postgres(ql)?://", re.IGNORECASE)
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
-_READ_START = re.compile(r"^\s*(\(\s*)*(SELECT|WITH|EXPLAIN|VALUES|TABLE)\b", re.IGNORECASE)
 _NUL = b"\\u0000"
 _OBSERVATIONS = frozenset({"payload", "error"})
 _INSTALL = "pip install 'graph-lab[postgres]' (psycopg 3 and psycopg-pool)"
+OPEN_TIMEOUT = 30.0
+"""Seconds `Lab(url)` waits for a lock someone else holds on the store before it says who holds it."""
 
 
 def is_postgres_url(location: object) -> bool:
@@ -96,7 +101,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _release(pool: Any, live: list[Any]) -> None:
-    """Close the pool and the liveness connection (on close, collection or exit)."""
+    """Close the pool, the live session and lab.sql's connection (on close, collection or exit)."""
     for con in live:
         try:
             con.close()
@@ -106,6 +111,28 @@ def _release(pool: Any, live: list[Any]) -> None:
         pool.close()
     except Exception:  # pragma: no cover - best effort
         pass
+
+
+
+def _unreachable(path: str, where: str, exc: BaseException) -> str:
+    """What failed when the server cannot be reached or refuses, and what to do."""
+    text = _first_line(exc)
+    if "password" in text.lower() or "authentication" in text.lower():
+        what = "the server refused the user or password"
+        todo = "check the user and password in the URL (or PGPASSWORD / ~/.pgpass)"
+    elif "does not exist" in text.lower():
+        what = "the database or role does not exist"
+        todo = "create it (createdb NAME) or name an existing one in the URL"
+    elif "lock timeout" in text.lower():
+        what = "another session holds a lock on the store's tables and does not let go"
+        todo = "find it (SELECT * FROM pg_locks JOIN pg_stat_activity USING (pid)) and end it, then retry"
+    else:
+        what = "no PostgreSQL server answered"
+        todo = (
+            "start the server (pg_ctl start, or your service manager), check the host and port in the URL, "
+            "or use Lab() for the embedded DuckDB store"
+        )
+    return f"cannot open the PostgreSQL store {path} ({where}): {what} ({text}); {todo}"
 
 
 class PostgresStore(Store):
@@ -122,7 +149,8 @@ class PostgresStore(Store):
         self.recovery_done = False
         self._lock = threading.RLock()
         self._buffer: list[dict[str, Any]] = []
-        self._claimed: set[str] = set()
+        self.sql_timeout = SQL_TIMEOUT
+        """Seconds a `lab.sql` query may run before the server stops it."""
         try:
             info = psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.ProgrammingError as exc:
@@ -134,15 +162,22 @@ class PostgresStore(Store):
         options = "-c application_name=graph-lab"
         if fsync is not None:
             options += f" -c synchronous_commit={'on' if fsync else 'off'}"
-        kwargs = {"autocommit": True, "options": options, "connect_timeout": 10}
+        options += " -c lock_timeout=120s"  # no store operation waits for ever on someone else's lock
+        kwargs = {"autocommit": True, "options": options, "connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30}
         live: list[Any] = []
-        try:
-            self._live_con = psycopg.connect(url, **kwargs)  # liveness locks; also proves the server is there
+        try:  # this process's live session (postgres_session.py); also proves the server is there
+            path, where = self.path, self._where  # not `self`: the session must not keep the store alive
+            self._session = LiveSession(
+                lambda: psycopg.connect(url, **kwargs),
+                lambda exc: f"cannot write to the PostgreSQL store {path}: {_unreachable(path, where, exc)}",
+            )
         except psycopg.Error as exc:
             raise StoreError(self._unreachable(exc)) from None
-        live.append(self._live_con)
+        self._sql = SqlSession(psycopg, url, {"connect_timeout": 10}, self._where)
+        live += [self._session, self._sql]
         self._pool: psycopg_pool.ConnectionPool = psycopg_pool.ConnectionPool(
-            url, min_size=1, max_size=pool_size, kwargs=kwargs, open=False, timeout=30, name="graph-lab"
+            url, min_size=1, max_size=pool_size, kwargs=kwargs, open=False, timeout=30, name="graph-lab",
+            check=check_pooled,  # a connection the server ended (a restart) is replaced, not handed out
         )
         try:
             self._pool.open(wait=True, timeout=30)
@@ -152,30 +187,19 @@ class PostgresStore(Store):
             if isinstance(exc, psycopg.Error | psycopg_pool.PoolTimeout):
                 raise StoreError(self._unreachable(exc)) from None
             raise
+        self._session.on_drop = self._pool.check
         self._finalizer = weakref.finalize(self, _release, self._pool, live)
 
     def _unreachable(self, exc: BaseException) -> str:
-        text = _first_line(exc)
-        if "password" in text.lower() or "authentication" in text.lower():
-            what = "the server refused the user or password"
-            todo = "check the user and password in the URL (or PGPASSWORD / ~/.pgpass)"
-        elif "does not exist" in text.lower():
-            what = "the database or role does not exist"
-            todo = "create it (createdb NAME) or name an existing one in the URL"
-        else:
-            what = "no PostgreSQL server answered"
-            todo = (
-                "start the server (pg_ctl start, or your service manager), check the host and port in the URL, "
-                "or use Lab() for the embedded DuckDB store"
-            )
-        return f"cannot open the PostgreSQL store {self.path} ({self._where}): {what} ({text}); {todo}"
+        return _unreachable(self.path, self._where, exc)
+
 
     # -- opening -------------------------------------------------------------------------
 
     def _migrate(self) -> None:
         """Create or upgrade the tables (one process at a time); refuse a newer schema, changing nothing."""
         with self._pool.connection() as con, con.transaction():
-            con.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATE_LOCK])
+            self._wait_for_migrate_lock(con)
             version = self._version(con)
             for v in range(version, SCHEMA_VERSION):
                 for stmt in MIGRATIONS[v]:
@@ -190,12 +214,41 @@ class PostgresStore(Store):
                     "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
                 ).fetchall()
             }
+            if "writers" not in present:  # migrated to 4 by an older Graph Lab
+                con.execute(WRITERS_TABLE)
             missing = sorted(set(TABLES) - present)
             if missing:
                 raise StoreError(
                     f"the PostgreSQL store {self.path} (schema {version}) lacks its table(s) {missing}: they were "
                     "dropped outside Graph Lab; restore them from a backup, or point the lab at another database"
                 )
+
+    def _wait_for_migrate_lock(self, con: psycopg.Connection[Any]) -> None:
+        """The schema lock, or after `OPEN_TIMEOUT` s a `StoreLockedError` naming who holds it."""
+        deadline = time.monotonic() + OPEN_TIMEOUT
+        pause = 0.01
+        while not con.execute("SELECT pg_try_advisory_xact_lock(%s)", [MIGRATE_LOCK]).fetchone()[0]:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                holder = con.execute(
+                    "SELECT a.pid, a.usename, a.application_name, a.client_addr FROM pg_locks l "
+                    "LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                    "AND l.objsubid = 1 AND l.objid::bigint = %s LIMIT 1",
+                    [MIGRATE_LOCK],
+                ).fetchone()
+                who = (
+                    f"server process {holder[0]} (user {holder[1]}, application {holder[2] or '?'}, from "
+                    f"{holder[3] or 'a local socket'})" if holder else "another session"
+                )
+                raise StoreLockedError(
+                    f"cannot open the PostgreSQL store {self.path}: {who} has held its schema lock for "
+                    f"{OPEN_TIMEOUT:g} s (an advisory lock, {MIGRATE_LOCK}). Graph Lab releases it within "
+                    f"moments; end that session or let it unlock (SELECT pg_terminate_backend({holder[0] if holder else 'PID'}) "
+                    "as the database's administrator), then open the lab again"
+                )
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.25)
+        con.execute("SELECT set_config('lock_timeout', %s, true)", [f"{max(1, int((deadline - time.monotonic()) * 1000))}ms"])
 
     def _version(self, con: psycopg.Connection[Any]) -> int:
         has_meta = con.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]
@@ -225,7 +278,7 @@ class PostgresStore(Store):
                 self._flush_buffer()
             finally:
                 self.closed = True
-                self._finalizer()
+                self._finalizer()  # the live session's `writers` rows go with it
                 with _OPEN_LOCK:
                     if _OPEN.get(self.url) is self:
                         del _OPEN[self.url]
@@ -291,7 +344,10 @@ class PostgresStore(Store):
         self.flush()
 
     def _send(self, blob: bytes, rows: Sequence[dict[str, Any]]) -> None:
-        self._claim({r["run_id"] for r in rows if r.get("run_id")})
+        self._session.hold(  # the process writing a step of a run is its writer
+            {r["run_id"] for r in rows if r.get("run_id")},
+            own={r["run_id"] for r in rows if r.get("t") == "cp" and r.get("status") != "created"},
+        )
         pg = self._pg
         try:
             with self._pool.connection() as con:
@@ -334,28 +390,29 @@ class PostgresStore(Store):
             "nothing of this boundary was stored (it is one transaction). Check the server, then retry the step"
         )
 
-    def _claim(self, run_ids: set[str]) -> None:
-        """Hold a shared session lock on each run this process writes: `abandoned` asks for it."""
-        new = run_ids - self._claimed
-        if not new:
-            return
-        try:
-            with self._lock:
-                for run_id in sorted(new):
-                    self._live_con.execute("SELECT pg_advisory_lock_shared(%s, hashtext(%s))", [LIVE_LOCK, run_id])
-                    self._claimed.add(run_id)
-        except self._pg.Error as exc:
-            raise StoreError(f"cannot write to the PostgreSQL store {self.path}: {self._unreachable(exc)}") from None
-
     def abandoned(self, run_id: str) -> bool:
-        """True when no process holds `run_id` (its session ended, as a killed process's does)."""
-        if run_id in self._claimed:
+        """True when no live process holds `run_id` (postgres_session.py: a dropped session is not death)."""
+        if run_id in self._session.claimed:
             return False
         with self._conn("check who holds a run") as con:
-            got = con.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", [LIVE_LOCK, run_id]).fetchone()[0]
-            if got:
-                con.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", [LIVE_LOCK, run_id])
-        return bool(got)
+            held, writer, _ = holders(con, run_id, [self._session.backend_pid()])
+        return not held and writer is None
+
+    def writer(self, run_id: str) -> Process | None:
+        """The live process other than this one that steps `run_id` while it is `running`, or None.
+
+        A parked run (waiting, queued, ...) may be resumed and answered from any process, as before.
+        """
+        if run_id in self._session.owned:
+            return None
+        with self._conn("check who steps a run") as con:
+            _, writer, status = holders(con, run_id, [self._session.backend_pid()])
+        return writer if status == "running" else None
+
+    def claim(self, run_id: str) -> None:
+        """Become the writer of `run_id` (Lab does this after `writer` said no live process steps it)."""
+        self._check_open()
+        self._session.own(run_id)
 
     def register_graph(self, manifest: Manifest) -> int:
         with self._conn("register a graph") as con, con.transaction():
@@ -548,47 +605,27 @@ class PostgresStore(Store):
     # -- SQL -----------------------------------------------------------------------------
 
     def sql(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> duckdb.DuckDBPyRelation:
-        """Run read-only SQL in a READ ONLY transaction that is rolled back; a private DuckDB relation back.
+        """One read of the lab's tables, on lab.sql's own connection (postgres_sql.py); a DuckDB relation back.
 
-        One statement only (a prepared statement holds one), starting with SELECT, WITH, VALUES,
-        TABLE or EXPLAIN; what would write fails in the read-only transaction and is refused.
-        Parameters are written `?` (as on DuckDB) or `%s`.
+        One statement only, starting with SELECT, WITH, VALUES, TABLE or EXPLAIN, in a READ ONLY
+        transaction that is rolled back, stopped after `sql_timeout` seconds; functions that act
+        beyond the query are refused. Parameters are written `?` (as on DuckDB) or `%s`.
         """
-        if not isinstance(query, str) or not query.strip():
-            raise StoreQueryError("lab.sql needs a SELECT statement as a string")
-        if not _READ_START.match(query):
-            word = query.strip().split(None, 1)[0].upper()
-            raise StoreQueryError(
-                f"lab.sql is read-only; {word} statements are refused. "
-                "Change runs through the Run API (rewind, fork, edit_state, prune)"
-            )
-        args = _pg_params(params)
-        text = _pg_query(query) if args is not None else query
-        pg = self._pg
+        self._check_open()
         self.flush()
-        with self._conn("run lab.sql") as con:
-            try:
-                con.autocommit = False
-                con.read_only = True
-                try:
-                    cur = con.cursor()
-                    cur.execute(text, args, prepare=True)
-                    desc = cur.description or []
-                    rows = cur.fetchall() if desc else []
-                    types = [_duck_type(pg, d.type_code, [r[i] for r in rows]) for i, d in enumerate(desc)]
-                    names = [d.name for d in desc]
-                finally:
-                    con.rollback()
-                    con.read_only = False
-                    con.autocommit = True
-            except pg.errors.ReadOnlySqlTransaction:
-                raise StoreQueryError(
-                    "lab.sql is read-only; this statement writes and is refused (it ran in a READ ONLY transaction). "
-                    "Change runs through the Run API (rewind, fork, edit_state, prune)"
-                ) from None
-            except pg.Error as exc:
-                raise StoreQueryError(f"SQL error: {str(exc).strip()}") from None
-        return _relation(names, types, rows)
+        return self._sql.run(query, params, self.sql_timeout)
+
+    @property
+    def sql_url(self) -> str:
+        """Where `lab.sql` connects, without its password: the store's URL unless a read role is given."""
+        return redact(self._sql.url)
+
+    def use_sql_url(self, url: str) -> None:
+        """Run `lab.sql` as another role (a least-privilege reader, docs/scale.md) from now on."""
+        if not is_postgres_url(url):
+            raise StoreError(f"sql_url={redact(str(url))!r} is not a postgresql:// URL; give the read role's URL")
+        self._check_open()
+        self._sql.switch(url)
 
 
 _RUN_COLS = (
@@ -647,108 +684,6 @@ def _nul_at(value: Any, path: str) -> str | None:
             if found:
                 return found
     return None
-
-
-def _pg_params(params: Any) -> list[Any] | None:
-    if params is None or (isinstance(params, list | tuple) and not params):
-        return None
-    if isinstance(params, dict):
-        raise StoreQueryError("lab.sql on PostgreSQL takes positional parameters (a list, written ? in the query)")
-    if not isinstance(params, list | tuple):
-        raise StoreQueryError(f"lab.sql parameters are a list, got {type(params).__name__}")
-    return list(params)
-
-
-def _pg_query(query: str) -> str:
-    """`?` placeholders (outside quotes) as psycopg's `%s`; a literal `%` doubled."""
-    out: list[str] = []
-    quote: str | None = None
-    for ch in query:
-        if quote:
-            out.append("%%" if ch == "%" else ch)
-            if ch == quote:
-                quote = None
-        elif ch in ("'", '"'):
-            quote = ch
-            out.append(ch)
-        elif ch == "?":
-            out.append("%s")
-        elif ch == "%":
-            out.append("%%")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-_SIMPLE_TYPES = {
-    "bool": "BOOLEAN",
-    "int2": "SMALLINT",
-    "int4": "INTEGER",
-    "int8": "BIGINT",
-    "float4": "REAL",
-    "float8": "DOUBLE",
-    "text": "VARCHAR",
-    "varchar": "VARCHAR",
-    "bpchar": "VARCHAR",
-    "name": "VARCHAR",
-    "char": "VARCHAR",
-    "json": "JSON",
-    "jsonb": "JSON",
-    "timestamp": "TIMESTAMP",
-    "timestamptz": "TIMESTAMPTZ",
-    "date": "DATE",
-    "time": "TIME",
-    "interval": "INTERVAL",
-    "uuid": "UUID",
-    "bytea": "BLOB",
-    "_int4": "INTEGER[]",
-    "_int8": "BIGINT[]",
-    "_text": "VARCHAR[]",
-    "_float8": "DOUBLE[]",
-}
-
-
-def _duck_type(pg: Any, oid: int, values: list[Any]) -> str:
-    info = pg.adapters.types.get(oid)
-    name = info.name if info is not None else ""
-    if name == "numeric":  # sum() and avg() of integers: exact when whole, else a double
-        whole = all(v is None or (isinstance(v, Decimal) and v == v.to_integral_value()) for v in values)
-        return "HUGEINT" if whole else "DOUBLE"
-    return _SIMPLE_TYPES.get(name, "VARCHAR")
-
-
-def _relation(names: list[str], types: list[str], rows: list[tuple[Any, ...]]) -> duckdb.DuckDBPyRelation:
-    """The result in a private in-memory DuckDB with file access off: it prints and displays as a table."""
-    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    seen: dict[str, int] = {}
-    cols = []
-    for name, typ in zip(names, types, strict=True):
-        n = seen.get(name, 0)
-        seen[name] = n + 1
-        unique = name if n == 0 else f"{name}_{n}"
-        cols.append(f'"{unique.replace(chr(34), chr(34) * 2)}" {typ}')
-    con.execute(f"CREATE TABLE result ({', '.join(cols) or 'empty INTEGER'})")
-    if rows and cols:
-        conv = [_to_duck(t) for t in types]
-        con.executemany(
-            f"INSERT INTO result VALUES ({', '.join(['?'] * len(cols))})",
-            [[c(v) for c, v in zip(conv, r, strict=True)] for r in rows],
-        )
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
-    return con.table("result")
-
-
-def _to_duck(typ: str) -> Any:
-    if typ == "JSON":
-        return lambda v: None if v is None else json.dumps(v)
-    if typ == "VARCHAR":
-        return lambda v: v if v is None or isinstance(v, str) else str(v)
-    if typ == "HUGEINT":
-        return lambda v: None if v is None else int(v)
-    if typ == "DOUBLE":
-        return lambda v: None if v is None else float(v)
-    return lambda v: v
 
 
 def _run_record(r: tuple[Any, ...]) -> RunRecord:

@@ -66,6 +66,17 @@ class Cluster:
     def drop_db(self, name: str) -> None:
         self.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
+    def restart(self) -> None:
+        """`pg_ctl restart` (fast mode): every session ends, the server comes back on the same port."""
+        done = subprocess.run(
+            [*self.as_user, os.path.join(self.bindir, "pg_ctl"), "-D", os.path.join(self.root, "data"), "-l", os.path.join(self.root, "log"), "-m", "fast", "-w", "-t", "120", "restart"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        if done.returncode != 0:
+            pytest.fail(f"pg_ctl restart failed: {done.stderr[-1000:]}")
+
     def stop(self) -> None:
         subprocess.run(
             [*self.as_user, os.path.join(self.bindir, "pg_ctl"), "-D", os.path.join(self.root, "data"), "-m", "immediate", "-w", "stop"],

@@ -1,0 +1,259 @@
+"""`lab.sql` on a PostgreSQL store: reads of the lab's tables, and nothing else.
+
+A query runs on a connection of its own (never one the store writes with), in a READ ONLY
+transaction with a statement timeout (`PostgresStore.sql_timeout`, 30 s unless set), which is
+rolled back; then the session is reset (`DISCARD ALL`: settings, prepared statements, advisory
+locks). Before anything is sent, a query is refused when it is not a read (it must start with
+SELECT, WITH, VALUES, TABLE or EXPLAIN) or names a function that acts beyond the transaction:
+advisory locks, ending or signalling other sessions, replication slots and origins,
+`set_config`, `dblink`, server files and large objects, WAL and backup control, `pg_notify`,
+and the functions that run a query given as text (`query_to_xml`, `ts_stat`, ...). A team can
+give `lab.sql` a least-privilege role of its own (docs/scale.md): `Lab(url, sql_url=...)`.
+The result comes back as a private in-memory DuckDB relation, as on the embedded store.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+
+from ..errors import StoreQueryError
+
+__all__ = ("SqlSession", "check_query", "pg_params", "pg_query", "relation", "SQL_TIMEOUT")
+
+SQL_TIMEOUT = 30.0
+"""Seconds a `lab.sql` query may run before the server stops it (`PostgresStore.sql_timeout`)."""
+
+_READ_START = re.compile(r"^\s*(\(\s*)*(SELECT|WITH|EXPLAIN|VALUES|TABLE)\b", re.IGNORECASE)
+_WORD = re.compile(r"[a-z_][a-z0-9_$]*")
+_REFUSED_NAMES = frozenset(
+    {
+        "pg_terminate_backend", "pg_cancel_backend", "pg_signal_backend", "set_config", "pg_notify",
+        "pg_reload_conf", "pg_rotate_logfile", "pg_promote", "pg_switch_wal", "pg_switch_xlog",
+        "pg_start_backup", "pg_stop_backup", "pg_backup_start", "pg_backup_stop", "pg_export_snapshot",
+        "pg_log_backend_memory_contexts", "pg_read_file", "pg_read_binary_file", "pg_stat_file",
+        "query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema", "cursor_to_xml",
+        "cursor_to_xmlschema", "ts_stat", "ts_rewrite", "pg_file_write", "pg_file_rename", "pg_file_unlink",
+    }
+)  # fmt: skip
+_REFUSED_PARTS = ("advisory", "replication_slot", "replication_origin")
+_REFUSED_PREFIXES = ("dblink", "lo_", "pg_ls_", "pg_create_", "pg_drop_", "pg_logical_", "pg_stat_reset",
+                     "pg_wal_replay", "pg_import", "pg_file_")  # fmt: skip
+
+
+def check_query(query: object) -> None:
+    """Refuse what is not one read of the tables, before anything reaches the server."""
+    if not isinstance(query, str) or not query.strip():
+        raise StoreQueryError("lab.sql needs a SELECT statement as a string")
+    if not _READ_START.match(query):
+        word = query.strip().split(None, 1)[0].upper()
+        raise StoreQueryError(
+            f"lab.sql is read-only; {word} statements are refused. "
+            "Change runs through the Run API (rewind, fork, edit_state, prune)"
+        )
+    lowered = query.lower()
+    if re.search(r"u&\s*[\"']", lowered):
+        raise StoreQueryError(
+            "lab.sql refuses Unicode-escaped names and strings (U&\"...\"): write the name or text as it is"
+        )
+    for word in set(_WORD.findall(lowered)):
+        if word in _REFUSED_NAMES or any(p in word for p in _REFUSED_PARTS) or word.startswith(_REFUSED_PREFIXES):
+            raise StoreQueryError(
+                f"lab.sql refuses {word}(): it acts beyond the query (session locks, other sessions, replication, "
+                "settings, server files or a query run from text) and could stall or break the processes sharing "
+                "this store. lab.sql reads the lab's tables; ask the database's administrator for anything else"
+            )
+
+
+class SqlSession:
+    """The connection `lab.sql` uses, and only it: opened on first use, reset after every query."""
+
+    def __init__(self, psycopg: Any, url: str, kwargs: dict[str, Any], where: str):
+        self._pg = psycopg
+        self.url = url
+        self._kwargs = {**kwargs, "autocommit": True, "options": "-c application_name=graph-lab-sql"}
+        self._where = where
+        self._con: Any = None
+        self._mutex = threading.Lock()
+
+    def run(self, query: str, params: Any, timeout: float) -> duckdb.DuckDBPyRelation:
+        check_query(query)
+        args = pg_params(params)
+        text = pg_query(query) if args is not None else query
+        if not isinstance(timeout, int | float) or not timeout > 0:
+            raise StoreQueryError(f"lab.store.sql_timeout is {timeout!r}: give a number of seconds above 0")
+        pg = self._pg
+        with self._mutex:
+            con = self._connect()
+            try:
+                con.autocommit = False
+                con.read_only = True
+                try:
+                    con.execute("SELECT set_config('statement_timeout', %s, true)", [f"{int(timeout * 1000)}ms"])
+                    cur = con.cursor()
+                    cur.execute(text, args, prepare=True)
+                    desc = cur.description or []
+                    rows = cur.fetchall() if desc else []
+                    types = [duck_type(pg, d.type_code, [r[i] for r in rows]) for i, d in enumerate(desc)]
+                    names = [d.name for d in desc]
+                finally:
+                    self._reset(con)
+            except pg.errors.ReadOnlySqlTransaction:
+                raise StoreQueryError(
+                    "lab.sql is read-only; this statement writes and is refused (it ran in a READ ONLY transaction). "
+                    "Change runs through the Run API (rewind, fork, edit_state, prune)"
+                ) from None
+            except pg.errors.QueryCanceled:
+                raise StoreQueryError(
+                    f"lab.sql stopped the query after {timeout:g} s (its statement timeout): narrow it, or allow "
+                    "more with lab.store.sql_timeout = seconds"
+                ) from None
+            except pg.errors.InsufficientPrivilege as exc:
+                raise StoreQueryError(
+                    f"SQL error: {str(exc).strip()} (lab.sql's role may read only what it was granted: docs/scale.md)"
+                ) from None
+            except pg.Error as exc:
+                raise StoreQueryError(f"SQL error: {str(exc).strip()}") from None
+        return relation(names, types, rows)
+
+    def _connect(self) -> Any:
+        con = self._con
+        if con is not None and not con.closed and not con.broken:
+            return con
+        try:
+            self._con = self._pg.connect(self.url, **self._kwargs)
+        except self._pg.Error as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise StoreQueryError(f"lab.sql cannot connect to {self._where}: {first}") from None
+        return self._con
+
+    def _reset(self, con: Any) -> None:
+        """Roll back and reset the session; a connection that cannot be reset is closed, not reused."""
+        try:
+            con.rollback()
+            con.read_only = False
+            con.autocommit = True
+            con.execute("DISCARD ALL")  # settings, prepared statements, advisory locks, temp tables
+        except Exception:
+            self.close()
+
+    def switch(self, url: str) -> None:
+        """Connect as another role (its URL) from the next query on."""
+        with self._mutex:
+            self.close()
+            self.url = url
+
+    def close(self) -> None:
+        con, self._con = self._con, None
+        if con is not None:
+            try:
+                con.close()
+            except Exception:  # pragma: no cover - best effort
+                pass
+
+
+def pg_params(params: Any) -> list[Any] | None:
+    if params is None or (isinstance(params, list | tuple) and not params):
+        return None
+    if isinstance(params, dict):
+        raise StoreQueryError("lab.sql on PostgreSQL takes positional parameters (a list, written ? in the query)")
+    if not isinstance(params, list | tuple):
+        raise StoreQueryError(f"lab.sql parameters are a list, got {type(params).__name__}")
+    return list(params)
+
+
+def pg_query(query: str) -> str:
+    """`?` placeholders (outside quotes) as psycopg's `%s`; a literal `%` doubled."""
+    out: list[str] = []
+    quote: str | None = None
+    for ch in query:
+        if quote:
+            out.append("%%" if ch == "%" else ch)
+            if ch == quote:
+                quote = None
+        elif ch in ("'", '"'):
+            quote = ch
+            out.append(ch)
+        elif ch == "?":
+            out.append("%s")
+        elif ch == "%":
+            out.append("%%")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+SIMPLE_TYPES = {
+    "bool": "BOOLEAN",
+    "int2": "SMALLINT",
+    "int4": "INTEGER",
+    "int8": "BIGINT",
+    "float4": "REAL",
+    "float8": "DOUBLE",
+    "text": "VARCHAR",
+    "varchar": "VARCHAR",
+    "bpchar": "VARCHAR",
+    "name": "VARCHAR",
+    "char": "VARCHAR",
+    "json": "JSON",
+    "jsonb": "JSON",
+    "timestamp": "TIMESTAMP",
+    "timestamptz": "TIMESTAMPTZ",
+    "date": "DATE",
+    "time": "TIME",
+    "interval": "INTERVAL",
+    "uuid": "UUID",
+    "bytea": "BLOB",
+    "_int4": "INTEGER[]",
+    "_int8": "BIGINT[]",
+    "_text": "VARCHAR[]",
+    "_float8": "DOUBLE[]",
+}
+
+
+def duck_type(pg: Any, oid: int, values: list[Any]) -> str:
+    info = pg.adapters.types.get(oid)
+    name = info.name if info is not None else ""
+    if name == "numeric":  # sum() and avg() of integers: exact when whole, else a double
+        whole = all(v is None or (isinstance(v, Decimal) and v == v.to_integral_value()) for v in values)
+        return "HUGEINT" if whole else "DOUBLE"
+    return SIMPLE_TYPES.get(name, "VARCHAR")
+
+
+def relation(names: list[str], types: list[str], rows: list[tuple[Any, ...]]) -> duckdb.DuckDBPyRelation:
+    """The result in a private in-memory DuckDB with file access off: it prints and displays as a table."""
+    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    seen: dict[str, int] = {}
+    cols = []
+    for name, typ in zip(names, types, strict=True):
+        n = seen.get(name, 0)
+        seen[name] = n + 1
+        unique = name if n == 0 else f"{name}_{n}"
+        cols.append(f'"{unique.replace(chr(34), chr(34) * 2)}" {typ}')
+    con.execute(f"CREATE TABLE result ({', '.join(cols) or 'empty INTEGER'})")
+    if rows and cols:
+        conv = [to_duck(t) for t in types]
+        con.executemany(
+            f"INSERT INTO result VALUES ({', '.join(['?'] * len(cols))})",
+            [[c(v) for c, v in zip(conv, r, strict=True)] for r in rows],
+        )
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con.table("result")
+
+
+def to_duck(typ: str) -> Any:
+    if typ == "JSON":
+        return lambda v: None if v is None else json.dumps(v)
+    if typ == "VARCHAR":
+        return lambda v: v if v is None or isinstance(v, str) else str(v)
+    if typ == "HUGEINT":
+        return lambda v: None if v is None else int(v)
+    if typ == "DOUBLE":
+        return lambda v: None if v is None else float(v)
+    return lambda v: v
