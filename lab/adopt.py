@@ -27,7 +27,7 @@ import sys
 import typing
 from collections.abc import Callable, Sequence
 from types import NoneType
-from typing import TYPE_CHECKING, Any, get_args, get_type_hints
+from typing import TYPE_CHECKING, Any, get_args
 
 from pydantic_graph import Graph
 from pydantic_graph.decision import Decision
@@ -47,6 +47,7 @@ from .limits import DEFAULT_STEP_LIMIT, UNSET
 from .manifest import Manifest, Station, check_key, source_fingerprint
 from .records import Durability
 from .retry import Retry, StationPolicies
+from .type_hints import NO_ANNOTATION, annotation, graph_names
 
 if TYPE_CHECKING:
     from .lab import Lab
@@ -374,7 +375,7 @@ class _Types:
         for node in native.nodes.values():
             if isinstance(node, NodeStep):
                 known[node.node_type.__name__] = node.node_type
-        self.namespace = {**known, **namespace}
+        self.namespace = {**graph_names(native), **known, **namespace}
 
     def namespace_of(self, obj: Any) -> dict[str, Any]:
         """Names for `obj`'s hints: its closure, then the building frames — never shadowing its module."""
@@ -391,27 +392,30 @@ class _Types:
             module = vars(mod) if mod is not None else {}
         return {**{k: v for k, v in self.namespace.items() if k not in module and k not in _BUILTINS}, **extra}
 
-    def hints(self, fn: Any) -> dict[str, Any]:
-        fn = unthreaded(fn)  # a blocking station's function is wrapped (lab.engine.blocking)
-        return get_type_hints(fn, localns=self.namespace_of(fn), include_extras=False)
+    def hint(self, fn: Any, name: str) -> Any:
+        """`fn`'s annotation of `name` alone (lab.type_hints): one the lab does not read never stops it."""
+        fn = unthreaded(getattr(fn, "__func__", fn))  # a blocking station's function is wrapped (lab.engine.blocking)
+        found = annotation(fn, name, self.namespace_of(fn))
+        return None if found is NO_ANNOTATION else found
 
     def returns(self, fn: Any) -> Any:
         try:
-            return self.hints(fn).get("return")
+            return self.hint(fn, "return")
         except Exception:
             return None
 
     def declared_input(self, step_id: str, fn: Any) -> Any:
         """`InputT` of the step's `ctx: StepContext[State, Deps, InputT]` annotation, or None."""
         params = list(inspect.signature(fn).parameters.values())
+        if not params:
+            return None
         try:
-            hints = self.hints(fn)
+            ann = self.hint(fn, params[0].name)
         except Exception as exc:
             raise StateContractError(
-                f"step {step_id}: cannot resolve its annotations ({exc}); make the StepContext[...] annotation "
-                "importable from the step's module, or adopt the graph in the function that builds it"
+                f"step {step_id}: cannot resolve its StepContext[...] annotation ({exc}); make that name importable "
+                "from the step's module, or adopt the graph in the function that builds it"
             ) from exc
-        ann = hints.get(params[0].name) if params else None
         args = get_args(ann) if ann is not None else ()
         return args[2] if len(args) == 3 else None
 
