@@ -65,7 +65,7 @@ class Ship(Gate[Asked]):
 
 def asking_child(lab: Lab) -> LabGraph:
     g = lab.graph("asking", state_type=Asked, output_type=str)
-    for node in (AskBoth, AskFirst, AskSecond, Ship):
+    for node in (AskBoth, AskFirst, AskSecond, Ship, AskThenCheck):
         g.node(node)
     return g
 
@@ -237,3 +237,33 @@ def test_a_node_whose_calls_change_order_is_stopped_with_a_clear_error() -> None
     parent.run(raise_on_failure=False)
     assert parent.status == "failed" and parent.error["type"] == "lab.errors.RunStateError"
     assert "calls interrupt() where it called run_subgraph()" in parent.error["message"]
+
+
+@dataclass
+class AskThenCheck(BaseNode[Asked, None, str]):
+    async def run(self, ctx: GraphRunContext[Asked, None]) -> End[str]:
+        answer = interrupt("q1")
+        if answer == "BOOM":
+            raise ValueError("the child refuses BOOM")
+        return End(f"a1={answer}")
+
+
+def test_a_retry_after_the_child_failed_on_its_answer_starts_a_fresh_child() -> None:
+    """Issue 24 item 7 with docs/run-control.md: the answer went to the child that asked; the child
+    failed on it; retrying the parent starts a fresh child, which asks again and takes the new answer."""
+    lab = Lab(":memory:")
+    g = declare(lab, AskThenCheck, 1)
+    parent = g.start(Outer(), state=Asked())
+    parent.run()
+    parent.resume_with("BOOM")
+    parent.run(raise_on_failure=False)
+    assert parent.status == "failed" and parent.error["type"] == "lab.subgraph.SubgraphError"
+    first = parent.events("subgraph")[0].payload["child_run"]
+    assert lab.run(first).status == "failed"
+    parent.retry(raise_on_failure=False)
+    assert parent.status == "waiting" and asked(parent) == "q1"
+    parent.resume_with("fine")
+    parent.run()
+    assert parent.status == "done" and parent.output == "a1=fine"
+    ids = [e.payload["child_run"] for e in parent.events("subgraph")]
+    assert len(ids) == 2 and ids[0] == first and lab.run(first).status == "failed"
