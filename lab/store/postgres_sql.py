@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 
 from ..errors import StoreQueryError
+from .postgres_session import stale
 
 __all__ = ("SqlSession", "check_query", "pg_params", "pg_query", "relation", "SQL_TIMEOUT")
 
@@ -31,6 +32,7 @@ SQL_TIMEOUT = 30.0
 
 _READ_START = re.compile(r"^\s*(\(\s*)*(SELECT|WITH|EXPLAIN|VALUES|TABLE)\b", re.IGNORECASE)
 _WORD = re.compile(r"[a-z_][a-z0-9_$]*")
+_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 _REFUSED_NAMES = frozenset(
     {
         "pg_terminate_backend", "pg_cancel_backend", "pg_signal_backend", "set_config", "pg_notify",
@@ -56,18 +58,71 @@ def check_query(query: object) -> None:
             f"lab.sql is read-only; {word} statements are refused. "
             "Change runs through the Run API (rewind, fork, edit_state, prune)"
         )
-    lowered = query.lower()
-    if re.search(r"u&\s*[\"']", lowered):
-        raise StoreQueryError(
-            "lab.sql refuses Unicode-escaped names and strings (U&\"...\"): write the name or text as it is"
-        )
-    for word in set(_WORD.findall(lowered)):
+    code = _code(query).lower()  # a string or comment is not code: only the names outside them are looked at
+    if re.search(r'u&\s*"', code):
+        raise StoreQueryError('lab.sql refuses Unicode-escaped names (U&"..."): write the name as it is')
+    for word in set(_WORD.findall(code)):
         if word in _REFUSED_NAMES or any(p in word for p in _REFUSED_PARTS) or word.startswith(_REFUSED_PREFIXES):
             raise StoreQueryError(
                 f"lab.sql refuses {word}(): it acts beyond the query (session locks, other sessions, replication, "
                 "settings, server files or a query run from text) and could stall or break the processes sharing "
                 "this store. lab.sql reads the lab's tables; ask the database's administrator for anything else"
             )
+
+
+def _code(query: str) -> str:
+    """The query without its string constants and comments, as PostgreSQL's lexer splits them."""
+    out: list[str] = []
+    i, n = 0, len(query)
+    while i < n:
+        ch, two = query[i], query[i : i + 2]
+        prev = query[i - 1] if i else " "
+        if two == "--":
+            i = query.find("\n", i)
+            i = n if i < 0 else i
+        elif two == "/*":
+            i = _comment_end(query, i)
+            out.append(" ")
+        elif ch == "'":
+            escapes = prev in "eE" and (i < 2 or not (query[i - 2].isalnum() or query[i - 2] in "_$"))
+            i = _quoted_end(query, i, "'", escapes)
+            out.append(" '' ")
+        elif ch == '"':  # a quoted name is code: kept whole, its quotes are not a string's
+            end = _quoted_end(query, i, '"', False)
+            out.append(query[i:end])
+            i = end
+        elif ch == "$" and not (prev.isalnum() or prev in "_$") and (m := _DOLLAR.match(query, i)):
+            end = query.find(m.group(0), m.end())
+            i = n if end < 0 else end + len(m.group(0))
+            out.append(" '' ")
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _comment_end(query: str, i: int) -> int:
+    """Where the comment opening at `i` ends (comments nest)."""
+    depth, i = 1, i + 2
+    while i < len(query) and depth:
+        depth += query.startswith("/*", i) - query.startswith("*/", i)
+        i += 2 if query.startswith(("/*", "*/"), i) else 1
+    return i
+
+
+def _quoted_end(query: str, i: int, quote: str, escapes: bool) -> int:
+    """Just past the string or name quoted at `i` (a doubled quote, or with `escapes` a backslash, escapes)."""
+    i += 1
+    while i < len(query):
+        if escapes and query[i] == "\\":
+            i += 2
+        elif query.startswith(quote * 2, i):
+            i += 2
+        elif query[i] == quote:
+            return i + 1
+        else:
+            i += 1
+    return i
 
 
 class SqlSession:
@@ -123,8 +178,9 @@ class SqlSession:
 
     def _connect(self) -> Any:
         con = self._con
-        if con is not None and not con.closed and not con.broken:
+        if con is not None and not stale(con):
             return con
+        self.close()  # the server ended it (a restart): a new one
         try:
             self._con = self._pg.connect(self.url, **self._kwargs)
         except self._pg.Error as exc:

@@ -179,6 +179,10 @@ def test_a_run_taken_over_while_its_writer_was_cut_off_is_refused_to_it(pg, pg_u
         "select lo_import('/etc/passwd')",
         "select pg_read_file('postgresql.conf')",
         "with t as (select pg_advisory_lock(1)) select * from t",
+        # hidden from a naive reader by what looks like a string or comment to it, not to the server
+        """select "x'", pg_advisory_lock(1), 'a'""",
+        "select 1 /* /* */ ' */, pg_advisory_lock(1), ' ' */",
+        "select x$a$, pg_advisory_lock(1), $a$ $a$",
     ],
 )
 def test_sql_refuses_what_acts_beyond_the_query(pg_url: str, query: str) -> None:
@@ -186,6 +190,17 @@ def test_sql_refuses_what_acts_beyond_the_query(pg_url: str, query: str) -> None
     lab = Lab(pg_url)
     with pytest.raises(StoreQueryError, match="lab.sql refuses"):
         lab.sql(query)
+    lab.close()
+
+
+def test_sql_still_reads_what_merely_mentions_those_names(pg_url: str) -> None:
+    """issue 24 item 5: a string or a comment naming a refused function is data, not a call."""
+    lab = Lab(pg_url)
+    got = lab.sql(
+        "select count(*) as n, 'pg_advisory_lock(1)' as s from checkpoints "
+        "where state->>'lo_limit' is null -- pg_terminate_backend\n"
+    ).fetchall()
+    assert got == [(0, "pg_advisory_lock(1)")]
     lab.close()
 
 
