@@ -94,9 +94,10 @@ def _child_for_call(parent: Run, station: Any, start: Callable[[], Run]) -> Run:
     log, slot = station.answers, station.used
     asked = _answered_mirror(parent, station.node_id)  # the parent's answered wait that mirrors a child's
     claimed = slot_child(log[slot]) if slot < len(log) else None
-    if claimed is None and asked is not None and not any(slot_child(e) is not None for e in log):
+    named = asked.details["subgraph"].get("run") if asked is not None else None
+    if claimed is None and isinstance(named, str) and not any(slot_child(e) is not None for e in log):
         # a park written before the answer log kept child slots: the answered wait names the child
-        claimed = asked.details["subgraph"]["run"]
+        claimed = named
         del log[slot:]
         log.append(child_slot(claimed))
     elif claimed is None and slot < len(log):
@@ -110,7 +111,7 @@ def _child_for_call(parent: Run, station: Any, start: Callable[[], Run]) -> Run:
         child = start()
         log.append(child_slot(child.id))
         return child
-    names_it = asked is not None and asked.details["subgraph"].get("run") == claimed
+    names_it = asked is not None and named == claimed
     if names_it and asked.kind == "interrupt":
         del log[slot + 1 :]  # the answer the parent got is the child's, not one for the node's own interrupt()
     child = _resume_child(parent, claimed)
