@@ -27,6 +27,7 @@ import duckdb
 from ..errors import (
     CheckpointError,
     RunNotFoundError,
+    RunOwnedError,
     StoreError,
     StoreLockedError,
     StoreSchemaError,
@@ -344,10 +345,13 @@ class PostgresStore(Store):
         self.flush()
 
     def _send(self, blob: bytes, rows: Sequence[dict[str, Any]]) -> None:
-        self._session.hold(  # the process writing a step of a run is its writer
-            {r["run_id"] for r in rows if r.get("run_id")},
-            own={r["run_id"] for r in rows if r.get("t") == "cp" and r.get("status") != "created"},
-        )
+        run_ids = {r["run_id"] for r in rows if r.get("run_id")}
+        try:  # the process writing a step of a run is its writer
+            self._session.hold(run_ids, own={r["run_id"] for r in rows if r.get("t") == "cp" and r.get("status") != "created"})
+        except RunOwnedError:
+            for run_id in run_ids & self._session.lost.keys():  # lab.resume reads it again from the store
+                self.live_runs.pop(run_id, None)
+            raise
         pg = self._pg
         try:
             with self._pool.connection() as con:

@@ -152,6 +152,10 @@ def test_a_run_taken_over_while_its_writer_was_cut_off_is_refused_to_it(pg, pg_u
         with pytest.raises(RunOwnedError, match="process 4242 on host elsewhere .*took the run over"):
             run.step()
         assert lab.store.seqs(run.id) == before
+        again = lab.resume(run.id)  # read from the store: the process that took it over steps it
+        assert again is not run and "process 4242 on host elsewhere" in (again.writer or "")
+        with pytest.raises(RunOwnedError, match="process 4242 on host elsewhere"):
+            again.step()
         other = g.start(Count(), state=Tally(limit=2))  # its other work goes on
         other.run()
         assert other.output == 2
