@@ -30,7 +30,7 @@ from ..errors import RunOwnedError, StoreError
 from .holders import Process, this_process
 from .postgres_schema import LIVE_LOCK, WRITER_LOCK
 
-__all__ = ("LiveSession", "RESTART_GRACE", "stale", "check_pooled", "holders")
+__all__ = ("LiveSession", "RESTART_GRACE", "stale", "readable", "check_pooled", "holders")
 
 RESTART_GRACE = 60.0
 """Seconds after a server (re)start during which a writer on another host whose lock is free is still
@@ -67,10 +67,16 @@ def stale(con: Any) -> bool:
     if con.closed or con.broken:
         return True
     try:
-        readable, _, _ = select.select([con.fileno()], [], [], 0)
+        return readable(con.fileno(), 0)
     except (OSError, ValueError):
         return True
-    return bool(readable)
+
+
+def readable(fd: int, timeout: float) -> bool:
+    """`fd` has something to read, or its peer closed it, within `timeout` seconds (poll: any fd number)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(int(timeout * 1000)))
 
 
 def check_pooled(con: Any) -> None:
@@ -263,12 +269,12 @@ def _watch(ref: weakref.ref[LiveSession], stop: threading.Event) -> None:
         fd = session.fileno()
         del session
         try:
-            readable = bool(select.select([fd], [], [], pause)[0]) if fd >= 0 else True
+            dropped = readable(fd, pause) if fd >= 0 else True
         except (OSError, ValueError):
-            readable = True
+            dropped = True
         if stop.is_set():
             return
-        if not readable:
+        if not dropped:
             continue
         session = ref()
         if session is None:
