@@ -117,6 +117,26 @@ def test_a_restart_mid_run_neither_sticks_the_process_nor_frees_its_run(pg, pg_u
     lab.close()
 
 
+def test_sessions_ended_by_an_administrator_leave_the_run_with_its_writer(pg_url: str) -> None:
+    """issue 24 items 4, 5: `pg_terminate_backend` of a writer's sessions does not let another process step its run."""
+    lab = Lab(pg_url)
+    g = declare_tally(lab)
+    run = g.start(Count(), state=Tally(limit=5))
+    run.step()
+    with _cut_off(lab), psycopg.connect(pg_url, autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = 'graph-lab' AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
+        assert ended >= 2  # the pool's and this process's own session
+        seen = _another_process(pg_url, run.id)
+    assert (seen["status"], seen["interrupted"], str(seen["step"])[:8]) == ("running", 0, "refused:"), seen
+    assert _until(lambda: _writer_lock_holders(pg_url, run.id))
+    run.run()
+    assert run.output == 5
+    lab.close()
+
+
 def test_a_writer_on_another_host_cut_off_by_a_restart_is_given_time_to_come_back(pg, pg_url: str) -> None:
     """issue 24 item 4: a free lock is death only when the session ended while the server ran on."""
     from lab.store.postgres_session import RESTART_GRACE, holders
