@@ -34,10 +34,20 @@ from ..errors import (
     WaitAnsweredError,
 )
 from ..manifest import Manifest
-from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord, utcnow
+from ..records import CheckpointRecord, EventRecord, RunRecord, WaitRecord, utcnow
 from .base import Store
 from .holders import Process
 from .journal import UnstorableValueError, _dumps
+from .postgres_rows import (
+    CP_COLS,
+    EV_COLS,
+    RUN_COLS,
+    WAIT_COLS,
+    checkpoint_record,
+    event_record,
+    run_record,
+    wait_record,
+)
 from .postgres_schema import GRAPH_LOCK, MIGRATE_LOCK, MIGRATIONS, WRITERS_TABLE
 from .postgres_session import LiveSession, check_pooled, holders
 from .postgres_sql import SQL_TIMEOUT, SqlSession
@@ -443,13 +453,13 @@ class PostgresStore(Store):
     # -- reading -------------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunRecord:
-        rows = self._rows("read a run", f"SELECT {_RUN_COLS} FROM runs WHERE run_id = %s", [run_id])
+        rows = self._rows("read a run", f"SELECT {RUN_COLS} FROM runs WHERE run_id = %s", [run_id])
         if not rows:
             raise RunNotFoundError(f"no run {run_id!r} in the store {self.path}; lab.runs() lists the runs it holds")
-        return _run_record(rows[0])
+        return run_record(rows[0])
 
     def list_runs(self, *, graph_key: str | None = None, status: str | None = None) -> list[RunRecord]:
-        sql = f"SELECT {_RUN_COLS} FROM runs WHERE true"
+        sql = f"SELECT {RUN_COLS} FROM runs WHERE true"
         params: list[Any] = []
         if graph_key is not None:
             sql += " AND graph_key = %s"
@@ -457,16 +467,16 @@ class PostgresStore(Store):
         if status is not None:
             sql += " AND status = %s"
             params.append(status)
-        return [_run_record(r) for r in self._rows("list runs", sql + " ORDER BY created_at, run_id", params)]
+        return [run_record(r) for r in self._rows("list runs", sql + " ORDER BY created_at, run_id", params)]
 
     def family(self, run_id: str) -> list[RunRecord]:
         rows = self._rows(
             "read a run's lineage",
-            f"SELECT {_RUN_COLS} FROM runs WHERE run_id = %s OR parent_run_id IS NOT NULL "
+            f"SELECT {RUN_COLS} FROM runs WHERE run_id = %s OR parent_run_id IS NOT NULL "
             "OR run_id IN (SELECT parent_run_id FROM runs WHERE parent_run_id IS NOT NULL)",
             [run_id],
         )
-        recs = {r[0]: _run_record(r) for r in rows}
+        recs = {r[0]: run_record(r) for r in rows}
         if run_id not in recs:
             raise RunNotFoundError(f"no run {run_id!r} in the store {self.path}; lab.runs() lists the runs it holds")
         chain = [recs[run_id]]
@@ -495,25 +505,25 @@ class PostgresStore(Store):
         return int(rows[0][0]), int(rows[0][1])
 
     def checkpoints(self, run_id: str) -> list[CheckpointRecord]:
-        rows = self._rows("read checkpoints", f"SELECT {_CP_COLS} FROM checkpoints WHERE run_id = %s ORDER BY seq", [run_id])
-        return [_checkpoint_record(r) for r in rows]
+        rows = self._rows("read checkpoints", f"SELECT {CP_COLS} FROM checkpoints WHERE run_id = %s ORDER BY seq", [run_id])
+        return [checkpoint_record(r) for r in rows]
 
     def checkpoint(self, run_id: str, seq: int) -> CheckpointRecord | None:
         rows = self._rows(
-            "read a checkpoint", f"SELECT {_CP_COLS} FROM checkpoints WHERE run_id = %s AND seq = %s", [run_id, seq]
+            "read a checkpoint", f"SELECT {CP_COLS} FROM checkpoints WHERE run_id = %s AND seq = %s", [run_id, seq]
         )
-        return _checkpoint_record(rows[0]) if rows else None
+        return checkpoint_record(rows[0]) if rows else None
 
     def checkpoints_in(self, run_id: str, seqs: Sequence[int]) -> list[CheckpointRecord]:
         if not seqs:
             return []
         rows = self._rows(
             "read checkpoints",
-            f"SELECT {_CP_COLS} FROM checkpoints WHERE run_id = %s AND seq = ANY(%s)",
+            f"SELECT {CP_COLS} FROM checkpoints WHERE run_id = %s AND seq = ANY(%s)",
             [run_id, [int(s) for s in seqs]],
         )
         by_seq = {int(r[1]): r for r in rows}
-        return [_checkpoint_record(by_seq[s]) for s in seqs if s in by_seq]
+        return [checkpoint_record(by_seq[s]) for s in seqs if s in by_seq]
 
     def seqs(self, run_id: str) -> list[int]:
         return [int(r[0]) for r in self._rows("read checkpoints", "SELECT seq FROM checkpoints WHERE run_id = %s ORDER BY seq", [run_id])]
@@ -548,21 +558,21 @@ class PostgresStore(Store):
 
     def events(self, run_id: str, *, kind: str | None = None) -> list[EventRecord]:
         self.flush()
-        sql = f"SELECT {_EV_COLS} FROM events WHERE run_id = %s"
+        sql = f"SELECT {EV_COLS} FROM events WHERE run_id = %s"
         params: list[Any] = [run_id]
         if kind is not None:
             sql += " AND kind = %s"
             params.append(kind)
-        return [_event_record(r) for r in self._rows("read events", sql + " ORDER BY seq", params)]
+        return [event_record(r) for r in self._rows("read events", sql + " ORDER BY seq", params)]
 
     def event_tail(self, run_id: str, n: int) -> tuple[int, list[EventRecord]]:
         self.flush()
         with self._conn("read events") as con:
             count = con.execute("SELECT count(*) FROM events WHERE run_id = %s", [run_id]).fetchone()[0]
             rows = con.execute(
-                f"SELECT {_EV_COLS} FROM events WHERE run_id = %s ORDER BY seq DESC LIMIT %s", [run_id, max(0, n)]
+                f"SELECT {EV_COLS} FROM events WHERE run_id = %s ORDER BY seq DESC LIMIT %s", [run_id, max(0, n)]
             ).fetchall()
-        return int(count), [_event_record(r) for r in reversed(rows)]
+        return int(count), [event_record(r) for r in reversed(rows)]
 
     def settled_stations(self, run_id: str) -> dict[int, str]:
         self.flush()
@@ -576,26 +586,26 @@ class PostgresStore(Store):
 
     def waits(self, run_id: str) -> list[WaitRecord]:
         rows = self._rows(
-            "read waits", f"SELECT {_WAIT_COLS} FROM waits WHERE run_id = %s ORDER BY checkpoint_seq, created_at", [run_id]
+            "read waits", f"SELECT {WAIT_COLS} FROM waits WHERE run_id = %s ORDER BY checkpoint_seq, created_at", [run_id]
         )
-        return [_wait_record(r) for r in rows]
+        return [wait_record(r) for r in rows]
 
     def wait_at(self, run_id: str, seq: int) -> WaitRecord | None:
         rows = self._rows(
             "read waits",
-            f"SELECT {_WAIT_COLS} FROM waits WHERE run_id = %s AND checkpoint_seq = %s ORDER BY created_at DESC LIMIT 1",
+            f"SELECT {WAIT_COLS} FROM waits WHERE run_id = %s AND checkpoint_seq = %s ORDER BY created_at DESC LIMIT 1",
             [run_id, seq],
         )
-        return _wait_record(rows[0]) if rows else None
+        return wait_record(rows[0]) if rows else None
 
     def open_waits(self) -> list[WaitRecord]:
         rows = self._rows(
             "read waits",
-            f"SELECT {', '.join('w.' + c.strip() for c in _WAIT_COLS.split(','))} FROM waits w "
+            f"SELECT {', '.join('w.' + c.strip() for c in WAIT_COLS.split(','))} FROM waits w "
             "JOIN runs r ON r.run_id = w.run_id AND r.head_seq = w.checkpoint_seq "
             "WHERE w.resolved_at IS NULL AND r.status = 'waiting' ORDER BY w.created_at",
         )
-        return [_wait_record(r) for r in rows]
+        return [wait_record(r) for r in rows]
 
     def table_snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of every table, for tests that prove a refused action changed nothing."""
@@ -630,17 +640,6 @@ class PostgresStore(Store):
             raise StoreError(f"sql_url={redact(str(url))!r} is not a postgresql:// URL; give the read role's URL")
         self._check_open()
         self._sql.switch(url)
-
-
-_RUN_COLS = (
-    "run_id, graph_key, revision, digest, status, head_seq, durability, output, error, "
-    "created_at, updated_at, parent_run_id, parent_seq, breakpoints"
-)
-_CP_COLS = "run_id, seq, parent_seq, status, state, next, output, created_at, counters"
-_WAIT_COLS = (
-    "run_id, owner, kind, node_id, checkpoint_seq, prompt, details, prior, created_at, resolved_at, resolution"
-)
-_EV_COLS = "run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at"
 
 
 def _encode(rows: Sequence[dict[str, Any]]) -> bytes:
@@ -688,76 +687,3 @@ def _nul_at(value: Any, path: str) -> str | None:
             if found:
                 return found
     return None
-
-
-def _run_record(r: tuple[Any, ...]) -> RunRecord:
-    return RunRecord(
-        run_id=r[0],
-        graph_key=r[1],
-        revision=int(r[2]),
-        digest=r[3],
-        status=r[4],
-        head_seq=r[5],
-        durability=r[6],
-        output=r[7],
-        error=r[8],
-        created_at=r[9],
-        updated_at=r[10],
-        parent_run_id=r[11],
-        parent_seq=r[12],
-        breakpoints=r[13],
-    )
-
-
-def _checkpoint_record(r: tuple[Any, ...]) -> CheckpointRecord:
-    run_id, seq = r[0], int(r[1])
-    try:
-        stations = tuple(PendingStation.from_json(p) for p in r[5])
-    except (ValueError, TypeError, KeyError) as exc:
-        raise CheckpointError(
-            f"stored JSON is damaged ({exc}); other runs and checkpoints are unaffected: fork the run from "
-            "an earlier checkpoint (lab.fork(run_id, seq)), or restore the database from a backup",
-            run_id=run_id,
-            seq=seq,
-        ) from None
-    return CheckpointRecord(
-        run_id=run_id,
-        seq=seq,
-        parent_seq=r[2],
-        status=r[3],
-        state=r[4],
-        next=stations,
-        output=r[6],
-        created_at=r[7],
-        counters=r[8],
-    )
-
-
-def _event_record(r: tuple[Any, ...]) -> EventRecord:
-    return EventRecord(
-        run_id=r[0],
-        seq=int(r[1]),
-        kind=r[2],
-        node_id=r[3],
-        attempt=r[4],
-        checkpoint_seq=r[5],
-        payload=r[6] if isinstance(r[6], dict) else {},
-        created_at=r[7],
-    )
-
-
-def _wait_record(r: tuple[Any, ...]) -> WaitRecord:
-    return WaitRecord(
-        run_id=r[0],
-        owner=r[1],
-        kind=r[2],
-        node_id=r[3],
-        checkpoint_seq=int(r[4]),
-        prompt=r[5],
-        details=r[6],
-        prior=r[7] or [],
-        created_at=r[8],
-        resolved_at=r[9],
-        resolution=r[10],
-    )
-
