@@ -347,6 +347,20 @@ class StepList(list[StepResult]):
         return text_table(_STEP_HEADERS, [_step_row(s) for s in self], title=self._title())
 
 
+def _sql_cell(value: Any, sql_type: str) -> str:
+    """One cell as JSON reads: a JSON column's text as it is, a list of JSON values (`JSON[]`, say
+    `payload->'$.next[*]'` or `list(payload->'next')`) as one JSON array, not its items' text quoted
+    again (issue 25 item 7: `["square"]`, not `["\\"square\\""]`)."""
+    if value is None:
+        return "NULL"
+    if sql_type == "JSON[]" and isinstance(value, list):
+        try:
+            value = [None if v is None else json.loads(v) for v in value]
+        except (TypeError, ValueError):
+            pass  # not JSON text after all: shown as stored
+    return short(value, 200)
+
+
 class SqlResult:
     """`%%lab_sql`: the first rows of a query's result as a table; `.relation` is the DuckDB relation."""
 
@@ -355,12 +369,13 @@ class SqlResult:
     def __init__(self, relation: Any):
         self.relation = relation
         self.columns: list[str] = list(relation.columns)
+        self.types: list[str] = [str(t) for t in relation.types]
         rows = relation.limit(self.LIMIT + 1).fetchall()
         self.truncated = len(rows) > self.LIMIT
         self.rows: list[tuple[Any, ...]] = [tuple(r) for r in rows[: self.LIMIT]]
 
     def _cells(self) -> list[tuple[str, ...]]:
-        return [tuple("NULL" if v is None else short(v, 200) for v in r) for r in self.rows]
+        return [tuple(_sql_cell(v, t) for v, t in zip(r, self.types, strict=True)) for r in self.rows]
 
     def _note(self) -> str:
         return f"first {self.LIMIT} rows" if self.truncated else f"{len(self.rows)} row(s)"

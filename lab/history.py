@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .run import Run
     from .store import Store
 
-__all__ = ("TimeTravel", "Checkpoint", "History")
+__all__ = ("TimeTravel", "Checkpoint", "History", "StoredRun")
 
 
 class History(Sequence[CheckpointRecord]):
@@ -361,3 +361,77 @@ def _plain(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return dict(value)
     return value
+
+
+class StoredRun:
+    """A run read from the store alone, without its graph's code: `lab.read(run_id)`.
+
+    Its record, history, state at any checkpoint (the stored JSON), events and waits need no node
+    classes, so a second notebook can read a run the first one declared (issue 25 item 8). To
+    step, answer or fork it, define its graph there and `lab.resume(run_id)`. Each read goes to
+    the store, so a run another process advances reads as it is now.
+    """
+
+    def __init__(self, store: Store, run_id: str):
+        self._store = store
+        self.id = run_id
+        store.get_run(run_id)  # RunNotFoundError now, naming the run, rather than on first read
+
+    @property
+    def record(self) -> RunRecord:
+        return self._store.get_run(self.id)
+
+    @property
+    def status(self) -> str:
+        return self.record.status
+
+    @property
+    def head(self) -> int | None:
+        return self.record.head_seq
+
+    @property
+    def graph(self) -> str:
+        """The run's graph, `name@revision`."""
+        rec = self.record
+        return f"{rec.graph_key}@{rec.revision}"
+
+    @property
+    def output(self) -> Any:
+        """End data as stored JSON, once done."""
+        return self.record.output
+
+    @property
+    def state(self) -> Any:
+        """The head checkpoint's state as stored JSON."""
+        head = self.head
+        return None if head is None else self.state_at(head)
+
+    def history(self, *, all_branches: bool = False) -> History:
+        """The checkpoints of the head's branch, root to head; or the whole tree, by seq."""
+        if all_branches:
+            return History(self._store, self.id, self._store.seqs(self.id))
+        head = self.head
+        return History(self._store, self.id, [] if head is None else self._store.branch(self.id, head))
+
+    def state_at(self, seq: int) -> Any:
+        """The state at checkpoint `seq`, as stored (JSON: dicts, lists, strings, numbers)."""
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise TypeError(f"a checkpoint is named by its sequence number (an int), got {seq!r}")
+        rec = self._store.checkpoint(self.id, seq)
+        if rec is None:
+            raise CheckpointError(
+                f"no checkpoint {seq} in this run; .history(all_branches=True) lists them", run_id=self.id
+            )
+        return rec.state
+
+    def events(self, kind: str | None = None) -> list[EventRecord]:
+        """Everything observed during the run, in order; `kind` filters (say `"failed"`)."""
+        return self._store.events(self.id, kind=kind)
+
+    def waits(self) -> list[Any]:
+        """Every wait of the run, oldest first, with its answer once given."""
+        return self._store.waits(self.id)
+
+    def __repr__(self) -> str:
+        rec = self.record
+        return f"<StoredRun {self.id} of {rec.graph_key}@{rec.revision}: {rec.status}, head {rec.head_seq} (read-only)>"

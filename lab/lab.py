@@ -21,6 +21,7 @@ from .errors import (
     StateEditError,
 )
 from .graph import LabGraph
+from .history import StoredRun
 from .limits import DEFAULT_STEP_LIMIT, check_step_limit
 from .manifest import Manifest
 from .records import Durability, EventRecord, RunRecord, Status, WaitRecord
@@ -235,6 +236,12 @@ class Lab:
             )
         stored = self.store.list_runs(graph_key=graph, status=None if status == "interrupted" else status)
         return RunList.read(stored, abandoned=self.store.abandoned, status=status)
+
+    def read(self, run_id: str) -> StoredRun:
+        """A stored run to read without its graph's code: record, history, state (JSON), events, waits.
+
+        For a run another notebook declared; `lab.resume(run_id)` once its graph is defined here."""
+        return StoredRun(self.store, _run_id(run_id, "lab.read"))
 
     def run(self, run_id: str) -> RunRecord:
         """The stored record of one run."""
@@ -494,7 +501,8 @@ class Lab:
             raise GraphDefinitionError(
                 f"run {rec.run_id} belongs to graph {rec.graph_key!r}, which is not defined in this process; "
                 f"re-run the cells that define it (lab.graph({rec.graph_key!r}, ...) and its @g.node "
-                f"classes, or lab.adopt(graph, name={rec.graph_key!r}) for a native graph), then {action}"
+                f"classes, or lab.adopt(graph, name={rec.graph_key!r}) for a native graph), then {action}; "
+                f"to read it without them: lab.read({rec.run_id!r}) (history, state, events)"
             )
         return g
 

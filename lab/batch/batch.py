@@ -11,6 +11,7 @@ runs that are not finished: queued after a verdict, interrupted, or never driven
 from __future__ import annotations
 
 import html
+import logging
 import os
 import secrets
 import time
@@ -337,6 +338,27 @@ def _drop_actors(ray: Any) -> None:
     _POOL.clear()
 
 
+TOKEN_NOTICE = "Token authentication is enabled for this Ray cluster"
+"""The start of the notice Ray logs at every `ray.init` (2.60) once it made an auth token: with
+`configure_logging=False` it reached the cell as a red stderr block that reads like an error."""
+TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+class _TokenNotice(logging.Filter):
+    """Drops Ray's "token authentication is enabled" notice, and only that (issue 25 item 7)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(TOKEN_NOTICE)
+
+
+def quiet_token_notice() -> None:
+    """Keep Ray's token-authentication notice out of the notebook (the token stays in force; every
+    other Ray log line, warnings included, still shows)."""
+    logger = logging.getLogger(TOKEN_LOGGER)
+    if not any(isinstance(f, _TokenNotice) for f in logger.filters):
+        logger.addFilter(_TokenNotice())
+
+
 def start_ray(*, attempts: int = 3, **extra: Any) -> None:
     """`ray.init` with the lab's options, tried again when a busy machine misses Ray's 30 s for
     its raylet to register (Ray then says "The current node timed out during startup")."""
@@ -344,6 +366,7 @@ def start_ray(*, attempts: int = 3, **extra: Any) -> None:
     import warnings
 
     ray = _ray()
+    quiet_token_notice()
     # the raylet waits for its agents (slow to import on a busy machine) before it registers
     os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
     os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")

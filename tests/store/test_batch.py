@@ -65,7 +65,7 @@ def test_runs_parked_at_a_gate_wait_and_continue_after_their_verdicts(location: 
     batch.run(workers=2, progress=True)
     assert [r.status for r in batch.rows()] == ["done", "done", "done", "waiting"]
     assert [r.output for r in batch.rows()[:3]] == ["shipped item0", "shipped item1", "shipped item2"]
-    assert widget.counts == {"done": 3, "waiting": 1} and widget.bar.value == 4
+    assert widget.counts == {"done": 3, "waiting": 1} and widget.value == 4
     assert "1 waiting for a verdict" in widget.tally.value
     assert lab.store.checkpoint(batch.run_ids[0], lab.run(batch.run_ids[0]).head_seq).state["log"][-2:] == [
         "verdict True ok", "shipped"]  # fmt: skip

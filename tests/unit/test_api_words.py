@@ -163,3 +163,35 @@ def test_usage_errors_are_raised_from_the_callers_frame(mem_lab):
         assert not any("asyncio" in f.filename or "/engine/" in f.filename for f in frames)
     with pytest.raises(RunStateError, match=r"is done; start a new run or fork this one"):
         run.step()
+
+
+_READ_WITHOUT_GRAPH = """
+import sys
+from lab import Lab
+from lab.errors import GraphDefinitionError
+lab = Lab(sys.argv[1])
+try:
+    lab.resume(sys.argv[2])
+except GraphDefinitionError as exc:
+    assert "lab.read(" in str(exc), exc
+seen = lab.read(sys.argv[2])
+print(seen.status, seen.graph, len(seen.history()), seen.state_at(1)["count"], seen.state["count"],
+      [e.kind for e in seen.events()][:3], seen.output)
+lab.close()
+"""
+
+
+def test_a_run_is_read_without_its_graphs_code(tmp_path):
+    """issue 25 item 8: a second notebook reads history, state and events of a run it did not declare."""
+    path = os.fspath(tmp_path / "lab.duckdb")
+    lab = Lab(path)
+    run = declare_counter(lab).start(Inc(), state=Counter())
+    run.run()
+    lab.close()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run(
+        [sys.executable, "-c", _READ_WITHOUT_GRAPH, path, run.id], env=env, capture_output=True, text=True, timeout=120,
+        cwd=str(tmp_path),  # no tests.conftest import path: the node classes are not importable
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["done", "counter@1", "9", "1", "7", "['started',", "'entered',", "'settled']", "7"]
