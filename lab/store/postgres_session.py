@@ -121,6 +121,7 @@ class LiveSession:
         self.lost: dict[str, str] = {}
         """Runs another process took over while this one was disconnected: who took each."""
         self._con = connect()
+        self._backend = _identity(self._con)
         self.reconnects = 0
         self.on_drop: Callable[[], None] | None = None
         """Called when the session is found dropped: the store checks its pool's idle connections too."""
@@ -191,12 +192,35 @@ class LiveSession:
                 self.on_drop()
             except Exception:  # pragma: no cover - the pool replaces what it finds broken on use
                 pass
+        old = self._backend
         self._con = self._connect()
+        self._backend = _identity(self._con)
         self.reconnects += 1
-        for run_id in sorted(self.claimed):
-            self._con.execute("SELECT pg_advisory_lock_shared(%s, hashtext(%s))", [LIVE_LOCK, run_id])
-        for run_id in sorted(self.owned):
-            self._retake(run_id)
+        try:
+            self._end_old_session(old)
+            for run_id in sorted(self.claimed):
+                self._con.execute("SELECT pg_advisory_lock_shared(%s, hashtext(%s))", [LIVE_LOCK, run_id])
+            for run_id in sorted(self.owned):
+                self._retake(run_id)
+        except BaseException:
+            self._con.close()  # the next look starts again, and takes every lock
+            raise
+
+    def _end_old_session(self, old: tuple[int, Any]) -> None:
+        """A session the server has not noticed is gone (a network cut) still holds this process's
+        locks: end it (it is this role's; the same pid and start, so never another's), and wait a
+        little for its locks to go."""
+        where = "FROM pg_stat_activity WHERE pid = %s AND backend_start = %s"
+        try:
+            if not self._con.execute(f"SELECT count(pg_terminate_backend(pid)) {where}", list(old)).fetchone()[0]:
+                return
+        except Exception as exc:  # not allowed here: the server ends it when it notices, as before
+            if _is_driver_error(exc) and not stale(self._con):
+                return
+            raise
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and self._con.execute(f"SELECT 1 {where}", list(old)).fetchone():
+            time.sleep(0.02)
 
     def _retake(self, run_id: str) -> None:
         """Hold `run_id` as its writer again, unless another process took it over meanwhile."""
@@ -253,6 +277,11 @@ class LiveSession:
                 self._con.close()
             except Exception:  # pragma: no cover - best effort
                 pass
+
+
+def _identity(con: Any) -> tuple[int, Any]:
+    """The session's server process and its start: a later session with the same pid is another."""
+    return con.execute("SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()").fetchone()
 
 
 def _is_driver_error(exc: BaseException) -> bool:
