@@ -248,7 +248,7 @@ class PostgresStore(Store):
                     [MIGRATE_LOCK],
                 ).fetchone()
                 who = (
-                    f"server process {holder[0]} (user {holder[1]}, application {holder[2] or '?'}, from "
+                    f"server process {holder[0]} (user {holder[1] or '?'}, application {holder[2] or '?'}, from "
                     f"{holder[3] or 'a local socket'})" if holder else "another session"
                 )
                 raise StoreLockedError(
