@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic_graph import EndMarker
 
 from .attempts import try_number
-from .engine.loop import run_sync
+from .engine.loop import LoopBlockedError, run_sync
 from .engine.model import drive_model
 from .engine.serial import Stop, drive
 from .engine.superstep import drive_steps
@@ -43,6 +43,7 @@ from .events import RunStream, running_run
 from .history import TimeTravel
 from .limits import UNSET, Limits, check_step_limit, check_timeout
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
+from .rescue import Rescues
 from .retry import Retries
 from .steps import SuperSteps
 from .usage import raised_from_caller
@@ -97,7 +98,7 @@ class StepResult:
         return "<StepResult " + "; ".join(bits) + ">"
 
 
-class Run(Waits, TimeTravel, SuperSteps, Retries):
+class Run(Waits, TimeTravel, SuperSteps, Retries, Rescues):
     """Step, run, retry or cancel one run; answer its waits; read its history and events."""
 
     def __init__(
@@ -448,7 +449,11 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         `raise_on_failure=True` (or `Lab(raise_on_failure=True)`) raises `NodeExecutionError`
         when the station fails, after the failure is recorded.
         """
-        return run_sync(self.astep(timeout=timeout, raise_on_failure=raise_on_failure))
+        try:
+            return run_sync(self.astep(timeout=timeout, raise_on_failure=raise_on_failure))
+        except LoopBlockedError as exc:  # a station blocked the lab's loop: the watchdog settled the run
+            self._after_rescue(exc, raise_on_failure)
+            return self._last  # type: ignore[return-value]
 
     @raised_from_caller
     def run(
@@ -468,15 +473,18 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         shown; `raise_on_failure=True` (or `Lab(raise_on_failure=True)`) also raises them:
         `NodeExecutionError` for a station, `StepLimitError` / `RunTimeout` for a bound.
         """
-        run_sync(
-            self.arun(max_steps=max_steps, step_limit=step_limit, timeout=timeout, raise_on_failure=raise_on_failure)
-        )
+        try:
+            run_sync(self.arun(max_steps=max_steps, step_limit=step_limit, timeout=timeout, raise_on_failure=raise_on_failure))
+        except LoopBlockedError as exc:  # a station blocked the lab's loop: the watchdog settled the run
+            self._after_rescue(exc, raise_on_failure)
         return self
 
     async def astep(self, *, timeout: float | None = UNSET, raise_on_failure: bool | None = None) -> StepResult:
         """The async form of `step()`."""
         if timeout is not UNSET:
             check_timeout(timeout, "run.step")
+        if self._hand_off():  # called on another loop (the notebook's): driven on the lab's, watched there
+            return await self._handed(self.astep(timeout=timeout, raise_on_failure=raise_on_failure), raise_on_failure) or self._last
         await self._advance(max_steps=1, step_limit=UNSET, timeout=timeout)
         self._raise_failure(raise_on_failure)
         assert self._last is not None
@@ -500,6 +508,9 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             check_step_limit(step_limit, "run.run")
         if timeout is not UNSET:
             check_timeout(timeout, "run.run")
+        if self._hand_off():  # called on another loop (the notebook's): driven on the lab's, watched there
+            await self._handed(self.arun(max_steps, step_limit=step_limit, timeout=timeout, raise_on_failure=raise_on_failure), raise_on_failure)
+            return self
         await self._advance(max_steps=max_steps, step_limit=step_limit, timeout=timeout)
         self._raise_failure(raise_on_failure)
         return self
@@ -560,6 +571,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         if task is not None:
             loop, t = task
             loop.call_soon_threadsafe(t.cancel)
+            self._ask_watchdog()  # if a station blocks the loop, the watchdog settles the run cancelled
             return
         if self._busy.acquire(blocking=False):
             try:
@@ -620,6 +632,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         self._check_writer("step")
         if not self._busy.acquire(blocking=False):
             raise RunStateError(f"run {self.id} is already running in another task; wait for it or cancel it")
+        kept = True  # False once the watchdog settled this drive (a station blocked the loop): it released the run
         try:
             self._failure = None
             self._tries = {}  # every call gives the pending station all its tries again (seed 003)
@@ -636,6 +649,7 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             running = running_run.set(self)  # report_progress() finds the run through it (node tasks copy it)
             seconds = self.limits.timeout if timeout is UNSET else timeout
             timer = loop.call_later(seconds, self._time_out, task, seconds) if seconds is not None else None
+            watch = self._watch_drive(loop, seconds)
             try:
                 stop, reached = await self._drive(max_steps, self.limits.step_limit if step_limit is UNSET else step_limit)
             except asyncio.CancelledError:
@@ -650,7 +664,8 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
                     return
                 raise
             finally:
-                self._task = None
+                if kept := self._leave_drive(watch):
+                    self._task = None
                 running_run.reset(running)
                 if timer is not None:
                     timer.cancel()
@@ -658,7 +673,8 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
                 self._fail_run(self._step_limit_error(reached))
             self._after_stop(stop)
         finally:
-            self._busy.release()
+            if kept:
+                self._busy.release()
 
     async def _drive(self, max_steps: int | None, limit: int | None) -> tuple[Stop, int | None]:
         """Drive the engine until it stops for good; the stop, and the step limit if this call reached it."""
@@ -700,21 +716,6 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
             and not (self._pause_requested or self._cancel_requested)
         )  # fmt: skip
         return stop, (limit if reached else None)
-
-    def _time_out(self, task: asyncio.Task[Any], seconds: float) -> None:
-        """The call's timeout ran out: cancel the step in flight (its hooks record the RunTimeout)."""
-        if self._task is not None and self._task[1] is task and not task.done():
-            self._timed_out = seconds
-            task.cancel()
-
-    def _timeout_error(self, seconds: float, node_id: str | None) -> RunTimeout:
-        where = f"station {node_id} was in flight and was cancelled" if node_id else "no station was in flight"
-        return RunTimeout(
-            f"run {self.id} ran out of its timeout of {seconds:g} s in one call; {where}. The run stopped at "
-            f"checkpoint {self._head}: run.run() resumes it from there (timeout=... for a longer one, None for none)",
-            run_id=self.id,
-            timeout=seconds,
-        )
 
     def _step_limit_error(self, limit: int) -> StepLimitError:
         nxt = ", ".join(self.next_stations) or "-"
@@ -969,6 +970,8 @@ class Run(Waits, TimeTravel, SuperSteps, Retries):
         return pe
 
     def _write(self, rows: list[dict[str, Any]], *, sync: bool) -> None:
+        if self._fence:  # a loop was abandoned under this run: nothing from its thread is written
+            self._check_fence()
         if self._stash:
             rows, self._stash = [*self._stash, *rows], []
         try:
