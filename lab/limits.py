@@ -1,12 +1,14 @@
 """How far one call may drive a run: a step limit and a whole-run timeout (seed 002 "Bounds").
 
-A *step* is what the engine settles in one go: one station of a serial run, one super-step of
-a parallel run. The limit counts the steps of one drive (`run.run()`, `run.arun()`,
-`run.stream()`), as LangGraph's `recursion_limit` counts the steps of one `invoke`: reaching it
-stops the run as `failed` with a `StepLimitError`, the last checkpoint stays the head, and
-`run.run(step_limit=...)` (or `run.retry()`) goes on from there. Retry tries of a station do
-not count (seed 003). The default is the seed's 100: no notebook or test graph takes that many
-steps in one call, and a graph that loops forever stops instead of hanging the cell.
+A *step* is one super-step of stations that do work: one station visit of a serial run, one
+frontier step of a parallel or super-step-model run. Pure routing (the start, decisions, forks,
+joins, the end) is not a step (`lab.engine.tasks.routing_only`). The limit counts the steps of
+one drive (`run.run()`, `run.arun()`, `run.stream()`), as LangGraph's `recursion_limit` counts
+the steps of one `invoke`: reaching it stops the run as `failed` with a `StepLimitError`, the
+last checkpoint stays the head, and `run.run(step_limit=...)` (or `run.retry()`) goes on from
+there. Retry tries of a station do not count (seed 003). The default is the seed's 100: no
+notebook or test graph takes that many steps in one call, and a graph that loops forever stops
+instead of hanging the cell.
 
 A run keeps the limits it started with beside its counters in every checkpoint (only when they
 differ from the defaults, so an ordinary run writes nothing extra), so a resume after a

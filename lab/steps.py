@@ -13,9 +13,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .engine.superstep import StepOutcome
+from .engine.commit import StepOutcome
 from .engine.tasks import JoinAcc, Task
-from .gates import StationContext
+from .errors import CheckpointValueError, StateContractError
+from .gates import StationContext, WaitSignal
 
 if TYPE_CHECKING:
     from .records import Status
@@ -75,9 +76,14 @@ class SuperSteps:
         codec = self._built.codec
         end = outcome.end
         frontier: list[Any] = [] if end is not None else outcome.frontier
-        stations = [codec.encode_node(n) for n in frontier]
-        output_json = codec.encode_output(end.value) if end is not None else None
-        self._state_json = codec.encode_state(self._state)
+        try:  # everything is encoded before anything is written: a refused value leaves the run as it was
+            stations = [codec.encode_node(n) for n in frontier]
+            output_json = codec.encode_output(end.value) if end is not None else None
+            state_json = codec.encode_state(self._state)
+        except StateContractError:
+            raise
+        except Exception as exc:
+            raise CheckpointValueError(f"the step's values cannot be checkpointed: {type(exc).__name__}: {exc}") from exc
         seq = self._next_cp
         status: Status = "done" if end is not None else "running"
         rows: list[dict[str, Any]] = [
@@ -87,7 +93,7 @@ class SuperSteps:
                 "seq": seq,
                 "parent_seq": self._head,
                 "status": status,
-                "state": self._state_json,
+                "state": state_json,
                 "next": [st.to_json() for st in stations],
                 "output": output_json,
                 "created_at": time.time(),
@@ -120,6 +126,7 @@ class SuperSteps:
         self._write(rows, sync=sync)
         if sync:
             self._unflushed = 0
+        self._state_json = state_json
         self._next_cp = seq + 1
         self._head = seq
         self._pending = frontier
@@ -141,6 +148,15 @@ class SuperSteps:
             self.failed(attempt=attempt, node_id=task.node_id, error=error)
         elif outcome.parked:
             self.parked_tasks([(task.task_id, attempt, task.node_id, signal) for task, attempt, signal in outcome.parked])
+
+    def step_parked(self: Run, parked: Sequence[tuple[Task, int, WaitSignal]]) -> None:  # type: ignore[misc]
+        """A step that applied nothing waits: one waiting checkpoint at the head's state, no other."""
+        self._task_contexts = {}
+        self.parked_tasks([(task.task_id, attempt, task.node_id, signal) for task, attempt, signal in parked])
+
+    def head_state(self: Run) -> Any:  # type: ignore[misc]
+        """A fresh copy of the head's state (a retried try starts from it)."""
+        return self._built.codec.decode_state(self._state_json, run_id=self.id, seq=self._head)
 
     def step_failed(self: Run, tasks: Sequence[Task], attempts: dict[int, int], node_id: str, error: BaseException) -> None:  # type: ignore[misc]
         attempt = next((attempts[t.task_id] for t in tasks if t.node_id == node_id), None)

@@ -8,9 +8,12 @@ states were merged by the graph's reducer; the outgoing edges of the nodes that 
 against the new state, give the next frontier, where a node reached by several branches runs
 once. The run ends when the frontier is empty.
 
-A step is atomic: when a node raises, its siblings are cancelled, no update is applied, no
-checkpoint is written, and a resume runs the whole step again. Isolation (`isolate_state`)
-deep-copies the snapshot per node so a sibling never sees another's in-place mutation.
+A step is atomic: when a node raises, or its folded state cannot be checkpointed, its siblings'
+updates are discarded with it, no checkpoint is written, the state is the head's again and a
+resume runs the whole step again (lab.engine.commit). Isolation (`isolate_state`) deep-copies
+the snapshot per node so a sibling never sees another's in-place mutation; a retried try starts
+from the step's starting state again (seed 003). The start node only routes: its step settles
+and is checkpointed like any other, but it is not counted as a step (docs/run-control.md).
 
 The frontier and its checkpoint are the super-step engine's (`Task`s, `StepOutcome`, its
 `StepHooks`), so the run, the store and the views need nothing new.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,20 +37,13 @@ from pydantic_graph.node import Fork as NativeFork
 from pydantic_graph.paths import DestinationMarker, LabelMarker, Path, TransformMarker
 from pydantic_graph.step import Step, StepContext
 
-from ..errors import GraphDefinitionError, ReducerError
+from ..errors import GraphDefinitionError, ReducerError, StateContractError
 from ..gates import station_context
 from ..reducers import WHOLE_STATE, Reducer, last
+from .commit import Settled, StepHooks, StepOutcome, commit
+from .routing import branch_matches, guarded, tried
 from .serial import Stop, wait_signal
-from .superstep import (
-    START_FORK,
-    Settled,
-    StepHooks,
-    StepOutcome,
-    branch_matches,
-    guarded,
-    split_frontier,
-    tried,
-)
+from .superstep import START_FORK, boundary_stop, split_frontier
 from .tasks import Task
 
 __all__ = ("ModelSpec", "Isolation", "drive_model")
@@ -86,12 +83,9 @@ async def drive_model(
     frontier, _ = split_frontier(pending)
     steps = 0
     while True:
-        if max_steps is not None and steps >= max_steps:
-            return Stop("paused", steps)
-        if steps and between is not None:
-            await between()
-        if steps and should_pause():
-            return Stop("paused", steps)
+        halt = await boundary_stop(steps, max_steps, between, should_pause)
+        if halt is not None:
+            return halt
         contexts = hooks.task_contexts(frontier)
         if contexts is None:
             return Stop("waiting", steps)
@@ -105,7 +99,8 @@ async def drive_model(
         outcome = _commit(step, frontier, attempts, hooks)
         if isinstance(outcome, str):
             return Stop(outcome, steps + (outcome == "waiting"))  # type: ignore[arg-type]
-        steps += 1
+        if any(t.node_id != StartNode.id for t in frontier):
+            steps += 1  # the start's routing is checkpointed but is not a step (docs/run-control.md)
         if outcome.end is not None:
             return Stop("done", steps)
         if hooks.after_step(outcome):
@@ -128,15 +123,16 @@ def _commit(step: _ModelStep, frontier: list[Task], attempts: dict[int, int], ho
             "a superstep-model graph waits only in a step of its own: route to the waiting step from one node"
         ))
         return "failed"
-    if step.parked:  # the step waits: no update applies, the same frontier is checkpointed with its wait
-        hooks.step_settled(StepOutcome(parked=step.parked, frontier=list(frontier)))
+    if step.parked:  # the step waits: no update applies, the run parks at its head's state (no checkpoint of its own)
+        hooks.step_parked(step.parked)
         return "waiting"
     try:
         outcome = step.settle()
     except Exception as exc:
         hooks.step_failed(frontier, attempts, step.settling or frontier[0].node_id, exc)
         return "failed"
-    hooks.step_settled(outcome)
+    if not commit(hooks, frontier, attempts, outcome, step.blame):
+        return "failed"  # the folded state cannot be stored: the whole step is discarded
     return outcome
 
 
@@ -214,17 +210,23 @@ class _ModelStep:
         self.results[task.task_id] = (result, round((time.perf_counter() - started) * 1000, 3))
 
     async def _tries(self, task: Task, snapshot: Any) -> Any:
-        """One node on its snapshot, tried again inside this step while its retry policy allows (seed 003)."""
+        """One node on its snapshot, tried again inside this step while its retry policy allows (seed 003).
+
+        Every try starts from the step's starting state: what a failed try changed in place is undone.
+        """
         node = self.native.nodes.get(task.node_id)  # type: ignore[call-overload]
         if not isinstance(node, Step):
             raise GraphDefinitionError(f"station {task.node_id} is not a @g.step; a superstep-model graph runs steps")
-        return await tried(
-            lambda: node.call(StepContext(state=snapshot, deps=self.deps, inputs=None)),
-            task,
-            self.hooks,
-            self.attempts.get(task.task_id, 0),
-            self.timeouts.get(task.node_id),
-        )
+        tries = 0
+
+        def call() -> Any:
+            nonlocal tries
+            if tries:
+                _reset(snapshot, self.hooks.head_state())
+            tries += 1
+            return node.call(StepContext(state=snapshot, deps=self.deps, inputs=None))
+
+        return await tried(call, task, self.hooks, self.attempts.get(task.task_id, 0), self.timeouts.get(task.node_id))
 
     # -- folding and routing ---------------------------------------------------------------
 
@@ -249,12 +251,32 @@ class _ModelStep:
                     seen.add(dest)
                     live.append(Task(self._next_task, dest, None, (START_FORK,)))
                     self._next_task += 1
-            if task.node_id != StartNode.id:
-                out.settled.append(Settled(task, self.attempts.get(task.task_id, 0), self.results[task.task_id][1], tuple(nxt)))
+            ms = self.results[task.task_id][1] if task.task_id in self.results else 0.0  # the start only routes
+            out.settled.append(Settled(task, self.attempts.get(task.task_id, 0), ms, tuple(nxt)))
         out.frontier = list(live)
         if not live:
             out.end = EndMarker(end_value if reached_end else None)
         return out
+
+    def blame(self, error: StateContractError) -> tuple[str, str] | None:
+        """The station whose update holds the value the codec refused, and which field it is."""
+        named = re.search(r"state field '([^'.]+)", str(error))
+        field_name = named.group(1) if named else None
+        updates: list[tuple[str, str, Any]] = []  # (station, field, value) in node order
+        for task in self.tasks:
+            result = self.results.get(task.task_id, (None, 0.0))[0]
+            if isinstance(result, Mapping):
+                updates += [(task.node_id, str(k), v) for k, v in result.items()]
+            elif result is not None:
+                updates += [(task.node_id, f, getattr(result, f, None)) for f in _fields(self.state)]
+        if field_name is not None:
+            updates = [u for u in updates if u[1] == field_name]
+        for node_id, name, value in updates:
+            if not _jsonable(value):
+                return node_id, f"update of field {name!r}"
+        if updates:
+            return updates[0][0], f"update of field {updates[0][1]!r}"
+        return None
 
     def _updates(self) -> tuple[list[tuple[str, Any]], list[tuple[str, Mapping[str, Any]]]]:
         """The nodes' results in node order: whole states, and partial updates."""
@@ -363,3 +385,19 @@ def _fields(state: Any) -> tuple[str, ...]:
             f"a superstep-model graph needs a dataclass or pydantic state to fold updates into, got {type(state).__qualname__}"
         )
     return fields
+
+
+def _reset(state: Any, fresh: Any) -> None:
+    """Put the fields of `fresh` back into `state` in place (a retried try sees the step's starting state)."""
+    for name in _fields(state):
+        setattr(state, name, getattr(fresh, name))
+
+
+def _jsonable(value: Any) -> bool:
+    from pydantic_core import to_jsonable_python
+
+    try:
+        to_jsonable_python(value)
+    except Exception:
+        return False
+    return True

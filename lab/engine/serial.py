@@ -20,7 +20,7 @@ from pydantic_graph import EndMarker, Graph, GraphTaskRequest
 from ..errors import NodeTimeout, UndeclaredTransitionError, UnsupportedTopologyError
 from ..gates import StationContext, WaitSignal, station_context
 from ..manifest import END, Manifest
-from .tasks import as_pending, node_id_of, request_input
+from .tasks import as_pending, node_id_of, request_input, routing_only
 
 __all__ = ("EngineHooks", "Stop", "drive", "node_id_of", "wait_signal", "within")
 
@@ -31,7 +31,7 @@ StopReason = Literal["done", "failed", "paused", "aborted", "waiting", "retry"]
 
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """Why `drive` returned, and how many stations settled on the way."""
+    """Why `drive` returned, and how many steps it took on the way (stations that work, not pure routing)."""
 
     reason: StopReason
     settled: int
@@ -130,9 +130,10 @@ async def drive(
                 except Exception as exc:
                     hooks.failed(attempt=attempt, node_id=node_id, error=exc)
                     return Stop("failed", settled)
+                step = 0 if routing_only(native, node_id) else 1  # start, decisions, end: pure routing, not a step
                 if nxt_id is None:
-                    return Stop("done", settled + 1)
-                settled += 1
+                    return Stop("done", settled + step)
+                settled += step
                 if hooks.after(node_id=node_id):
                     return Stop("waiting", settled)
                 node_id = nxt_id

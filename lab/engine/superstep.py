@@ -20,38 +20,32 @@ The engine knows nothing of stores or views: it reports to its `StepHooks` (the 
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import time
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar, get_args, get_origin
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Literal
 
-from pydantic_graph import BaseNode, End, EndMarker, Graph
-from pydantic_graph.decision import Decision, DecisionBranch
-from pydantic_graph.join import Join, JoinNode, JoinState, ReducerContext
+from pydantic_graph import EndMarker, Graph
+from pydantic_graph.join import Join, JoinState, ReducerContext
 from pydantic_graph.node import EndNode, StartNode
-from pydantic_graph.node import Fork as NativeFork
-from pydantic_graph.paths import DestinationMarker, LabelMarker, Path, TransformMarker
-from pydantic_graph.step import NodeStep, Step, StepContext, StepNode
-from pydantic_graph.util import unpack_type_expression
 
-from ..errors import EdgeConditionError, GraphDefinitionError, ReducerError
+from ..errors import GraphDefinitionError, ReducerError
 from ..gates import StationContext, WaitSignal, station_context
-from .serial import Stop, wait_signal, within
-from .tasks import Fork, ForkStack, JoinAcc, Task
-
-T = TypeVar("T")
+from .commit import Settled, StepHooks, StepOutcome, commit
+from .routing import Arrival, EndReached, JoinItem, JoinOpen, NewTask, Reduced, Router, tried
+from .serial import Stop, wait_signal
+from .tasks import Fork, ForkStack, JoinAcc, Task, routing_only
 
 __all__ = (
     "StepHooks",
     "StepOutcome",
     "Settled",
-    "branch_matches",
+    "boundary_stop",
     "drive_steps",
     "entry_task",
-    "guarded",
     "split_frontier",
-    "tried",
 )
 
 START_FORK = Fork(StartNode.id, 0, 0)
@@ -67,107 +61,6 @@ def split_frontier(pending: Sequence[Any]) -> tuple[list[Task], list[JoinAcc]]:
     tasks = [p for p in pending if isinstance(p, Task)]
     joins = [p for p in pending if isinstance(p, JoinAcc)]
     return tasks, joins
-
-
-# -- what a task's routing produces --------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _NewTask:
-    node_id: str
-    inputs: Any
-    fork_stack: ForkStack
-
-
-@dataclass(slots=True)
-class _JoinItem:
-    join_id: str
-    inputs: Any
-    fork_stack: ForkStack
-
-
-@dataclass(slots=True)
-class _JoinOpen:
-    """A map fork with `downstream_join_id` opens its join even when nothing reaches it."""
-
-    join_id: str
-    fork_stack: ForkStack
-
-
-@dataclass(slots=True)
-class _End:
-    value: Any
-
-
-@dataclass(slots=True)
-class _Reduced:
-    """A join item already reduced while the step ran (see `_Step._reduce_early`)."""
-
-    join_id: str
-
-
-_Arrival = _NewTask | _JoinItem | _JoinOpen | _End | _Reduced
-
-
-# -- reporting -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Settled:
-    """A task that finished: how long it ran and the stations its result went on to."""
-
-    task: Task
-    attempt: int
-    ms: float
-    next: tuple[str, ...]
-
-
-@dataclass(slots=True)
-class StepOutcome:
-    """What one super-step did; the run turns it into one checkpoint and its events."""
-
-    settled: list[Settled] = field(default_factory=list)
-    parked: list[tuple[Task, int, WaitSignal]] = field(default_factory=list)
-    failed: list[tuple[Task, int, BaseException]] = field(default_factory=list)
-    dropped: list[tuple[Task, int, str]] = field(default_factory=list)
-    """Tasks whose result was discarded: cancelled by End from a sibling, or by a join's reducer."""
-    frontier: list[Any] = field(default_factory=list)
-    """The next frontier: pending tasks (incl. parked and failed ones) and open joins."""
-    end: EndMarker[Any] | None = None
-    fired: list[str] = field(default_factory=list)
-    """Joins whose fork run completed in this step."""
-
-
-class StepHooks(Protocol):
-    """What the super-step engine reports; the run owns checkpoints, events and waits."""
-
-    def task_contexts(self, tasks: Sequence[Task]) -> dict[int, StationContext] | None:
-        """The context of each task about to run, or None to park before the step (a breakpoint)."""
-        ...
-
-    def step_entered(self, tasks: Sequence[Task]) -> dict[int, int]:
-        """The step's tasks are about to run; returns each task's attempt number."""
-        ...
-
-    def step_settled(self, outcome: StepOutcome) -> None:
-        """The step finished: write its checkpoint (and waits, failure, End) in one transaction."""
-        ...
-
-    def step_failed(self, tasks: Sequence[Task], attempts: dict[int, int], node_id: str, error: BaseException) -> None:
-        """Settling the step failed (a reducer, transform or decision raised): nothing is written."""
-        ...
-
-    def step_aborted(self, tasks: Sequence[Task], attempts: dict[int, int]) -> None:
-        """The step was cancelled in flight."""
-        ...
-
-    def task_retrying(self, task: Task, attempt: int, error: Exception, failed_tries: int) -> float | None:
-        """A task raised `error`: seconds to wait before trying it again in this step (its policy), or None."""
-        ...
-
-    def after_step(self, outcome: StepOutcome) -> bool:
-        """True parks the run after this step (a breakpoint after a settled station)."""
-        ...
 
 
 # -- the driver ----------------------------------------------------------------------------------
@@ -193,12 +86,9 @@ async def drive_steps(
     frontier = list(pending)
     steps = 0
     while True:
-        if max_steps is not None and steps >= max_steps:
-            return Stop("paused", steps)
-        if steps and between is not None:
-            await between()
-        if steps and should_pause():
-            return Stop("paused", steps)
+        halt = await boundary_stop(steps, max_steps, between, should_pause)
+        if halt is not None:
+            return halt
         tasks, _ = split_frontier(frontier)
         contexts = hooks.task_contexts(tasks)
         if contexts is None:
@@ -217,12 +107,27 @@ async def drive_steps(
         except Exception as exc:
             hooks.step_failed(tasks, attempts, step.settling or (tasks[0].node_id if tasks else "?"), exc)
             return Stop("failed", steps)
-        hooks.step_settled(outcome)
-        steps += 1
+        if not commit(hooks, tasks, attempts, outcome):
+            return Stop("failed", steps)
+        if not all(routing_only(native, t.node_id) for t in tasks):
+            steps += 1  # the start's routing is checkpointed but is not a step (docs/run-control.md)
         stop = _stop_after(hooks, outcome, steps)
         if stop is not None:
             return stop
         frontier = outcome.frontier
+
+
+async def boundary_stop(
+    steps: int, max_steps: int | None, between: Callable[[], Awaitable[None]] | None, should_pause: Callable[[], bool]
+) -> Stop | None:
+    """At a boundary before the next step: stop (paused) at `max_steps` or a pause; a stream's wait first."""
+    if max_steps is not None and steps >= max_steps:
+        return Stop("paused", steps)
+    if steps and between is not None:
+        await between()
+    if steps and should_pause():
+        return Stop("paused", steps)
+    return None
 
 
 def _stop_after(hooks: StepHooks, outcome: StepOutcome, steps: int) -> Stop | None:
@@ -246,7 +151,7 @@ def _escape(hooks: StepHooks, tasks: Sequence[Task], attempts: dict[int, int], t
     raise exc
 
 
-_Result = tuple[Literal["ok"], list[_Arrival], float] | tuple[Literal["parked", "failed"], BaseException, float]
+_Result = tuple[Literal["ok"], list[Arrival], float] | tuple[Literal["parked", "failed"], BaseException, float]
 
 
 class _Step:
@@ -268,7 +173,10 @@ class _Step:
         self.state = state
         self.deps = deps
         self.tasks, joins = split_frontier(frontier)
-        self.joins: dict[tuple[str, int], JoinAcc] = {(j.node_id, j.fork_run): j for j in joins}
+        # the step works on copies: a step that fails leaves the head's join values as they were
+        self.joins: dict[tuple[str, int], JoinAcc] = {(j.node_id, j.fork_run): replace(j) for j in joins}
+        self._inherited = set(self.joins)
+        """Joins whose value came from the head: copied (deeply) before this step first reduces into them."""
         self.attempts = attempts
         self.results: dict[int, _Result] = {}
         self.end_from: int | None = None
@@ -336,43 +244,60 @@ class _Step:
                         t.cancel()
             return
         self.results[task.task_id] = ("ok", arrivals, _ms(started))
+        await self._hand_over(task, arrivals, aio)
+
+    async def _hand_over(self, task: Task, arrivals: list[Arrival], aio: dict[int, asyncio.Task[None]]) -> None:
+        """A task's result as pydantic-graph's loop receives it: reduced early where it must be, End cancelling the rest."""
+        if any(self._early(a) for a in arrivals):
+            try:  # pydantic-graph hands a result to its loop after a checkpoint: siblings ready by then run first
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                if self.end_from is not None or task.task_id in self.cancelled_ids:
+                    return  # its result was not handed over before a sibling's reducer cancelled it (dropped)
+                raise
         self.finished.append(task.task_id)
         try:
             self._reduce_early(arrivals, aio)
         except Exception as exc:  # a reducer raised: the step fails when it settles
             self.early_error = self.early_error or exc
-        if self.end_from is None and any(isinstance(a, _End) for a in arrivals):
+        if self.end_from is None and any(isinstance(a, EndReached) for a in arrivals):
             self.end_from = task.task_id
             me = asyncio.current_task()
             for t in aio.values():
                 if t is not me and not t.done():
                     t.cancel()
 
-    async def _tries(self, task: Task) -> list[_Arrival]:
+    async def _tries(self, task: Task) -> list[Arrival]:
         """Run one task, tried again inside this step while its retry policy allows (seed 003)."""
         return await tried(
-            lambda: _Router(self.native, self.state, self.deps).run(task),
+            lambda: Router(self.native, self.state, self.deps).run(task),
             task,
             self.hooks,
             self.attempts.get(task.task_id, 0),
             self.timeouts.get(task.node_id),
         )
 
-    def _reduce_early(self, arrivals: list[_Arrival], aio: dict[int, asyncio.Task[None]]) -> None:
+    def _early(self, arrival: Arrival) -> bool:
+        """An item for a join whose reducer takes a `ReducerContext`: reduced as it arrives (see `_reduce_early`)."""
+        if not isinstance(arrival, JoinItem) or any(f.run < 0 for f in arrival.fork_stack):
+            return False
+        return _may_cancel(self._join(arrival.join_id))
+
+    def _reduce_early(self, arrivals: list[Arrival], aio: dict[int, asyncio.Task[None]]) -> None:
         """Reduce items for joins whose reducer may cancel its siblings as they arrive (completion order).
 
         A reducer that takes a `ReducerContext` (`ReduceFirstValue`, early stopping) may call
         `cancel_sibling_tasks()`; pydantic-graph then cancels the siblings still in flight, so their
-        side effects never happen. Plain reducers wait for settlement, in frontier order.
+        side effects never happen. Such a reducer may also read the state, so it runs when pydantic-graph
+        would run it: after the siblings ready at the same moment have done their work. Plain reducers
+        wait for settlement, in frontier order.
         """
         for i, a in enumerate(arrivals):
-            if not isinstance(a, _JoinItem) or any(f.run < 0 for f in a.fork_stack):
-                continue
-            if not _may_cancel(self._join(a.join_id)):
+            if not self._early(a):
                 continue
             before = set(self.early_cancelled)
             self._reduce(a.join_id, a.inputs, a.fork_stack, [], self.early_cancelled)
-            arrivals[i] = _Reduced(a.join_id)
+            arrivals[i] = Reduced(a.join_id)
             if self.early_cancelled != before:
                 self.survivors |= set(self.finished)
                 for t in self.tasks:
@@ -429,7 +354,7 @@ class _Step:
             res = self.results.get(task.task_id)
             if task.task_id == self.end_from:
                 assert res is not None and res[0] == "ok"
-                end = next(a for a in res[1] if isinstance(a, _End))  # type: ignore[union-attr]
+                end = next(a for a in res[1] if isinstance(a, EndReached))  # type: ignore[union-attr]
                 out.settled.append(Settled(task, attempt, res[2], (EndNode.id,)))
                 out.end = EndMarker(end.value)
             elif res is not None and res[0] == "ok":
@@ -438,7 +363,7 @@ class _Step:
                 out.dropped.append((task, attempt, "cancelled in flight: a sibling reached End"))
         return out
 
-    def _apply(self, arrivals: list[_Arrival], live: list[Task], cancelled: set[tuple[str, int]], out: StepOutcome) -> tuple[str, ...]:
+    def _apply(self, arrivals: list[Arrival], live: list[Task], cancelled: set[tuple[str, int]], out: StepOutcome) -> tuple[str, ...]:
         """Apply one task's (or join's) routed result; returns the stations it went on to."""
         runs: dict[int, int] = {}
 
@@ -455,17 +380,17 @@ class _Step:
 
         nxt: list[str] = []
         for a in arrivals:
-            if isinstance(a, _NewTask):
+            if isinstance(a, NewTask):
                 live.append(Task(self._next_task, a.node_id, a.inputs, glob(a.fork_stack)))
                 self._next_task += 1
                 nxt.append(a.node_id)
-            elif isinstance(a, _JoinOpen):
+            elif isinstance(a, JoinOpen):
                 fork_run, downstream = self._resolve_join(a.join_id, glob(a.fork_stack))
                 if (a.join_id, fork_run) not in self.joins:
                     self.joins[(a.join_id, fork_run)] = JoinAcc(a.join_id, fork_run, self._join(a.join_id).initial_factory(), downstream)
-            elif isinstance(a, _Reduced):
+            elif isinstance(a, Reduced):
                 nxt.append(a.join_id)
-            elif isinstance(a, _JoinItem):
+            elif isinstance(a, JoinItem):
                 self._reduce(a.join_id, a.inputs, glob(a.fork_stack), live, cancelled)
                 nxt.append(a.join_id)
             else:
@@ -494,6 +419,9 @@ class _Step:
         acc = self.joins.get((join_id, fork_run))
         if acc is None:
             acc = self.joins[(join_id, fork_run)] = JoinAcc(join_id, fork_run, join.initial_factory(), downstream)
+        elif (join_id, fork_run) in self._inherited:  # a reducer may change its value in place
+            self._inherited.discard((join_id, fork_run))
+            acc.value = copy.deepcopy(acc.value)
         native_state = JoinState(acc.value, (), acc.cancelled_siblings)
         ctx = ReducerContext(state=self.state, deps=self.deps, join_state=native_state)
         self.settling = join_id
@@ -566,8 +494,8 @@ class _Step:
     async def _fire(self, key: tuple[str, int], acc: JoinAcc, live: list[Task], cancelled: set[tuple[str, int]], out: StepOutcome) -> None:
         del self.joins[key]
         self.settling = acc.node_id
-        arrivals: list[_Arrival] = []
-        await _Router(self.native, self.state, self.deps).edges(acc.node_id, acc.value, acc.downstream, arrivals)
+        arrivals: list[Arrival] = []
+        await Router(self.native, self.state, self.deps).edges(acc.node_id, acc.value, acc.downstream, arrivals)
         self._apply(arrivals, live, cancelled, out)
         out.fired.append(acc.node_id)
 
@@ -597,166 +525,3 @@ def _in_any(stack: ForkStack, items: set[tuple[str, int]]) -> bool:
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
-
-
-# -- routing a result through paths, forks, decisions and joins ---------------------------------
-
-
-class _Router:
-    """Runs one task and follows its result the way pydantic-graph's iterator does.
-
-    New fork runs get local (negative) numbers; settlement renumbers them in frontier order, so
-    the numbering does not depend on which task finished first.
-    """
-
-    def __init__(self, native: Graph[Any, Any, Any, Any], state: Any, deps: Any):
-        self.native = native
-        self.state = state
-        self.deps = deps
-        self._local = 0
-
-    async def run(self, task: Task) -> list[_Arrival]:
-        node = self.native.nodes.get(task.node_id)  # type: ignore[call-overload]
-        out: list[_Arrival] = []
-        if isinstance(node, StartNode):
-            await self.edges(task.node_id, task.inputs, task.fork_stack, out)
-        elif isinstance(node, Step):
-            ctx = StepContext(state=self.state, deps=self.deps, inputs=task.inputs)
-            output = await node.call(ctx)
-            if isinstance(node, NodeStep):
-                self._node_result(task.node_id, output, task.fork_stack, out)
-            else:
-                await self.edges(task.node_id, output, task.fork_stack, out)
-        else:
-            await self.dest(task.node_id, task.inputs, task.fork_stack, out)
-        return out
-
-    def _node_result(self, node_id: str, result: Any, stack: ForkStack, out: list[_Arrival]) -> None:
-        if isinstance(result, StepNode):
-            out.append(_NewTask(result.step.id, result.inputs, stack))
-        elif isinstance(result, JoinNode):
-            out.append(_JoinItem(result.join.id, result.inputs, stack))
-        elif isinstance(result, BaseNode):
-            nid = type(result).get_node_id()
-            if nid not in self.native.nodes:
-                raise GraphDefinitionError(
-                    f"station {node_id} returned {nid}, which is not a node of this graph; add it to the graph"
-                )
-            out.append(_NewTask(nid, result, stack))
-        elif isinstance(result, End):
-            out.append(_End(result.data))
-        else:
-            raise GraphDefinitionError(f"station {node_id} returned {result!r}; a node returns another node or End")
-
-    async def edges(self, node_id: str, value: Any, stack: ForkStack, out: list[_Arrival]) -> None:
-        node = self.native.nodes[node_id]  # type: ignore[index]
-        if isinstance(node, NativeFork):
-            await self.fork(node, value, stack, out)
-            return
-        paths = self.native.edges_by_source.get(node_id, [])  # type: ignore[call-overload]
-        if len(paths) != 1:
-            raise GraphDefinitionError(f"station {node_id} has {len(paths)} outgoing paths; pydantic-graph needs exactly one")
-        await self.path(paths[0], value, stack, out)
-
-    async def path(self, path: Path, value: Any, stack: ForkStack, out: list[_Arrival]) -> None:
-        while path.items:
-            item = path.items[0]
-            if isinstance(item, DestinationMarker):
-                await self.dest(item.destination_id, value, stack, out)
-                return
-            if isinstance(item, TransformMarker):
-                value = guarded(
-                    f"the transform {getattr(item.transform, '__qualname__', item.transform)} on an edge",
-                    item.transform,
-                    StepContext(state=self.state, deps=self.deps, inputs=value),
-                )
-            elif not isinstance(item, LabelMarker):
-                raise GraphDefinitionError(f"unexpected path item {item!r} in a built graph")
-            path = path.next_path
-
-    async def dest(self, node_id: str, value: Any, stack: ForkStack, out: list[_Arrival]) -> None:
-        node = self.native.nodes[node_id]  # type: ignore[index]
-        if isinstance(node, Step):
-            out.append(_NewTask(node_id, value, stack))
-        elif isinstance(node, Join):
-            out.append(_JoinItem(node_id, value, stack))
-        elif isinstance(node, NativeFork):
-            await self.fork(node, value, stack, out)
-        elif isinstance(node, Decision):
-            for branch in node.branches:
-                if guarded(f"the condition of a branch of decision {node_id}", branch_matches, branch, value):
-                    await self.path(branch.path, value, stack, out)
-                    return
-            raise RuntimeError(f"No branch matched inputs {value!r} for decision node {node_id}.")
-        elif isinstance(node, EndNode):
-            out.append(_End(value))
-        else:
-            raise GraphDefinitionError(f"cannot route to {node_id} ({type(node).__name__})")
-
-    async def fork(self, node: NativeFork[Any, Any], value: Any, stack: ForkStack, out: list[_Arrival]) -> None:
-        self._local -= 1
-        run = self._local
-        paths = self.native.edges_by_source.get(node.id, [])  # type: ignore[call-overload]
-        if not node.is_map:
-            for i, p in enumerate(paths):
-                await self.path(p, value, (*stack, Fork(node.id, run, i)), out)
-            return
-        if node.downstream_join_id is not None:
-            out.append(_JoinOpen(node.downstream_join_id, (*stack, Fork(node.id, run, 0))))
-        if isinstance(value, Iterable):
-            for i, item in enumerate(value):
-                await self.path(paths[0], item, (*stack, Fork(node.id, run, i)), out)
-        elif isinstance(value, AsyncIterable):
-            i = 0
-            async for item in value:
-                await self.path(paths[0], item, (*stack, Fork(node.id, run, i)), out)
-                i += 1
-        else:
-            raise RuntimeError(f"Cannot map non-iterable value: {value!r}")
-
-
-async def tried(
-    call: Callable[[], Awaitable[T]], task: Task, hooks: StepHooks, attempt: int, seconds: float | None
-) -> T:
-    """Await a fresh `call()` for `task`, tried again inside its step while its retry policy allows.
-
-    Seed 003: tries happen inside the same step on the same state and are not checkpointed; a wait
-    is never retried; `seconds` bounds each try (the per-node timeout).
-    """
-    failed = 0
-    while True:
-        try:
-            aw = call()
-            return await (aw if seconds is None else within(aw, seconds, task.node_id))
-        except Exception as exc:
-            if wait_signal(exc) is not None:
-                raise
-            failed += 1
-            delay = hooks.task_retrying(task, attempt, exc, failed)
-            if delay is None:
-                raise
-            if delay:
-                await asyncio.sleep(delay)
-
-
-def guarded(what: str, call: Callable[..., Any], *args: Any) -> Any:
-    """`call(*args)`: an edge's transform or a decision's test; what it raises becomes an `EdgeConditionError` naming it."""
-    try:
-        return call(*args)
-    except Exception as exc:
-        raise EdgeConditionError(f"{what} raised {type(exc).__name__}: {exc}", original=exc) from exc
-
-
-def branch_matches(branch: DecisionBranch[Any], value: Any) -> bool:
-    """A decision branch's test, as pydantic-graph applies it."""
-    if branch.matches is not None:
-        return bool(branch.matches(value))
-    source = unpack_type_expression(branch.source)
-    if source in (Any, object):
-        return True
-    if get_origin(source) is Literal:
-        options = get_args(source)
-        if isinstance(value, int):
-            options = tuple(v for v in options if not isinstance(v, int) or isinstance(v, bool) == isinstance(value, bool))
-        return value in options
-    return isinstance(value, source)

@@ -10,9 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_graph import BaseNode
+from pydantic_graph import BaseNode, Graph
+from pydantic_graph.decision import Decision
+from pydantic_graph.join import Join
+from pydantic_graph.node import EndNode, StartNode
+from pydantic_graph.node import Fork as NativeFork
 
-__all__ = ("TaskInput", "node_id_of", "request_input", "as_pending", "Fork", "ForkStack", "Task", "JoinAcc")
+__all__ = (
+    "TaskInput",
+    "node_id_of",
+    "request_input",
+    "as_pending",
+    "routing_only",
+    "Fork",
+    "ForkStack",
+    "Task",
+    "JoinAcc",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +47,16 @@ def as_pending(node_id: str, inputs: Any) -> Any:
     if isinstance(inputs, BaseNode) and type(inputs).get_node_id() == node_id:
         return inputs
     return TaskInput(node_id, inputs)
+
+
+def routing_only(native: Graph[Any, Any, Any, Any], node_id: str) -> bool:
+    """Whether visiting `node_id` is pure routing (the start, the end, a decision, a fork or a join).
+
+    Such a pseudo-step is not a step: step limits, `max_steps` and `run.step()` count only
+    stations that do work (docs/run-control.md "Step limit").
+    """
+    node = native.nodes.get(node_id)  # type: ignore[call-overload]
+    return isinstance(node, (StartNode, EndNode, Decision, Join, NativeFork))
 
 
 # -- the super-step engine's frontier -----------------------------------------------------------

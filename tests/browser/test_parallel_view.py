@@ -4,11 +4,12 @@ notebooks/parallel.ipynb: a map of 5 and a broadcast of 3.
 Scenarios, in one notebook session:
 - `%lab graph`, shown before any step is declared, redraws in place as the cells add the step,
   the join and the map edge (a map fork appears), then the broadcast and its join
-- the run widget: Step runs a super-step; after the first, all five `square` tasks are one lit
-  station marked `▶ ×5`, the `each` edge reads `each ×5`, the timeline says `square ×5`
-- the next step lights the broadcast's three branches at once; the one after shows the
-  `summary` join `2 of 3` (its own style) while `count_evens` is lit
-- scrubbing the timeline back goes step by step: the three branches, then `▶ ×5` again
+- the run widget: Step runs a super-step; the start's routing is checkpointed but is not a step,
+  so the first lights the broadcast's three branches at once (the five squares settled); the
+  next shows the `summary` join `2 of 3` (its own style) while `count_evens` is lit
+- scrubbing the timeline back goes step by step: the three branches, then the start's
+  checkpoint, where all five `square` tasks are one lit station marked `▶ ×5`, the `each` edge
+  reads `each ×5`, the timeline says `square ×5`
 Screenshots (parallel-map.png, parallel-join.png) go to SCREENSHOTS (conftest).
 """
 
@@ -73,25 +74,15 @@ def test_fan_out_drawn_cell_by_cell_and_lit_step_by_step(page, jupyter_server: S
     selected = w.locator(".gl-selected")
     expect(selected).to_have_attribute("data-seq", "0")
 
-    # step 1: the map spreads five numbers over `square`, one lit station with five tasks
-    w.locator("button.gl-step").click()
-    expect(selected).to_have_attribute("data-seq", "1")
-    expect(lit).to_have_count(1)
-    expect(lit).to_have_attribute("data-station", "square")
-    expect(lit).to_contain_text("▶ ×5")
-    expect(w.locator('svg.gl-graph g.gl-trav[data-edge="map→square"]')).to_contain_text("each ×5")
-    expect(selected).to_contain_text("next square ×5")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    w.screenshot(path=str(SCREENSHOTS / "parallel-map.png"))
-
-    # step 2: the five squares settle, the join fires, the broadcast lights three branches
+    # step 1: the start's routing (checkpoint 1, not a step) spreads five numbers over `square`; the five
+    # squares settle, the join fires, the broadcast lights three branches (issue 24 item 10)
     w.locator("button.gl-step").click()
     expect(selected).to_have_attribute("data-seq", "2")
     expect(lit).to_have_count(3)
     assert sorted(lit.nth(i).get_attribute("data-station") for i in range(3)) == ["biggest", "evens", "total"]
     expect(w.locator('svg.gl-graph g.gl-visited[data-station="square"]')).to_contain_text("×5")
 
-    # step 3: two branches reached the summary join; count_evens still runs
+    # step 2: two branches reached the summary join; count_evens still runs
     w.locator("button.gl-step").click()
     expect(selected).to_have_attribute("data-seq", "3")
     join = w.locator('svg.gl-graph g[data-station="reduce_dict_update"]')
@@ -99,9 +90,10 @@ def test_fan_out_drawn_cell_by_cell_and_lit_step_by_step(page, jupyter_server: S
     expect(join).to_have_class(re.compile(r"\bgl-joining\b"))
     expect(lit).to_have_attribute("data-station", "count_evens")
     expect(selected).to_contain_text("reduce_dict_update 2 of 3")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     w.screenshot(path=str(SCREENSHOTS / "parallel-join.png"))
 
-    # the timeline scrubs back step by step
+    # the timeline scrubs back step by step, to the map spread over `square`: one lit station, five tasks
     handle = w.locator(".gl-timeline .noUi-handle")
     handle.focus()
     handle.press("ArrowLeft")
@@ -110,5 +102,10 @@ def test_fan_out_drawn_cell_by_cell_and_lit_step_by_step(page, jupyter_server: S
     expect(join).not_to_contain_text("of 3")
     handle.press("ArrowLeft")
     expect(selected).to_have_attribute("data-seq", "1")
+    expect(lit).to_have_count(1)
+    expect(lit).to_have_attribute("data-station", "square")
     expect(lit).to_contain_text("▶ ×5")
+    expect(w.locator('svg.gl-graph g.gl-trav[data-edge="map→square"]')).to_contain_text("each ×5")
+    expect(selected).to_contain_text("next square ×5")
+    w.screenshot(path=str(SCREENSHOTS / "parallel-map.png"))
     assert page.dialogs == []

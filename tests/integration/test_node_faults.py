@@ -132,9 +132,7 @@ def _parallel_run(lab: Lab):
         g.edge_from(square).to(collect),
         g.edge_from(collect).to(g.end_node),
     )
-    run = lab.adopt(g.build(), name="squares").start(inputs=[1, 2, 3])
-    run.step()  # the start: the map spreads into three square tasks
-    return run
+    return lab.adopt(g.build(), name="squares").start(inputs=[1, 2, 3])
 
 
 @pytest.mark.parametrize(
@@ -143,10 +141,10 @@ def _parallel_run(lab: Lab):
 def test_the_super_step_engine_records_and_surfaces_them_too(file_lab, exc):
     _raise[:] = [exc]
     run = _parallel_run(file_lab)
-    head = run.head
-    raised = _step_in_thread(run)
+    raised = _step_in_thread(run)  # the start's routing (checkpoint 1, not a step), then the three squares
     assert raised is exc, f"expected the task's {exc!r} in the caller, got {raised!r}"
-    assert run.state == Squares(squared=0) and run.head == head, "the whole super-step rolls back"
+    assert run.state == Squares(squared=0) and run.head == 1, "the whole super-step rolls back"
+    assert run.next_stations == ("square",) * 3
     assert run.status == ("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed")
     assert file_lab.run(run.id).status == run.status
     assert run.retry().outcome == "done" and run.output == [1, 4, 9] and run.state == Squares(squared=3)

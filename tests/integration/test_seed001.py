@@ -162,10 +162,12 @@ def test_parallel_tasks_see_the_callers_context(lab):
     lg = lab.adopt(_mapped_context_graph(), name="ctx-map")
     token = request_id.set("req-map")
     try:
+        stepped = lg.start(inputs=[1, 2, 3], state=Seen())
+        stepped.step()  # the start routes (not a step), then the mapped super-step
         run = lg.start(inputs=[1, 2, 3], state=Seen())
-        run.step()
         run.run()
-        assert run.status == "done" and sorted(run.output) == ["1:req-map", "2:req-map", "3:req-map"]
+        for r in (stepped, run):
+            assert r.status == "done" and sorted(r.output) == ["1:req-map", "2:req-map", "3:req-map"]
     finally:
         request_id.reset(token)
 

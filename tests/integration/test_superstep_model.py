@@ -114,7 +114,7 @@ def test_a_node_reached_by_several_branches_in_one_step_runs_once_and_the_run_en
         result = run.step()
         steps.append(result.tasks or (result.node_id,))
     assert calls.counts == {"a": 1, "b": 1, "c": 1, "d": 1}
-    assert [set(s) for s in steps[1:]] == [{"a"}, {"b", "c"}, {"d"}]
+    assert [set(s) for s in steps] == [{"a"}, {"b", "c"}, {"d"}]  # the start routes, it is not a step (issue 24 item 10)
     assert run.next_stations == () and run.status == "done"
 
 

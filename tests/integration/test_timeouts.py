@@ -87,8 +87,7 @@ def test_a_parallel_step_is_cancelled_whole() -> None:
     g.add(g.edge_from(g.start_node).map().to(work), g.edge_from(work).to(collect), g.edge_from(collect).to(g.end_node))
     lab = Lab(":memory:")
     run = lab.adopt(g.build(), name="fan").start(inputs=[1, 2, 3], state=Laps())
-    run.step()  # the start's step: three work tasks
-    run.run(timeout=0.3)
+    run.run(timeout=0.3)  # the start's routing is checkpointed (1, not a step); the three work tasks time out
     assert run.status == "failed" and run.error["type"] == "lab.errors.RunTimeout"  # type: ignore[index]
     assert run.head == 1 and run.state.count == 0 and len(run.next_stations) == 3
 

@@ -554,7 +554,7 @@ def test_magics_on_an_adopted_native_graph(ip: Any) -> None:
     lab_magic(ip, "graph fives")
     run = lab_magic(ip, "start inputs=4")
     assert run.next_stations == ("__start__",)
-    lab_magic(ip, "step 2")
+    lab_magic(ip, "step")  # the start routes (not a step), then begin runs (issue 24 item 10)
     assert run.next_stations == ("DivisibleBy5",)
     lab_magic(ip, "run")
     assert run.output == 5

@@ -82,8 +82,8 @@ def _edges(mermaid: str) -> set[str]:
 def test_declared_chain_runs_like_native_and_draws_its_labels(mlab):
     g = declare_chain(mlab)
     run = g.start(inputs=5)
-    run.step()
-    assert run.next_stations == ("double",)
+    assert run.step().node_id == "double"  # the start routes, it is not a step (issue 24 item 10)
+    assert run.next_stations == ("inc",)
     run.run()
     native_state = Bag()
     native_out = asyncio.run(native_chain().run(inputs=5, state=native_state))
@@ -123,9 +123,9 @@ def test_fan_outs_draw_as_native_mermaid_does(mlab):
     native_state = Bag()
     native_out = asyncio.run(b.build().run(inputs=[3, 1, 2], state=native_state))
     run = g.start(inputs=[3, 1, 2])
-    run.step()
-    assert run.next_stations == ("square",) * 3  # one super-step: three tasks pending
-    assert run.run().output == native_out == [9, 1, 4]
+    assert run.step().tasks == ("square",) * 3  # the start routes (not a step); one super-step: three tasks
+    assert run.checkpoint(1).next_stations == ("square",) * 3  # the start's checkpoint holds them pending
+    assert run.output == native_out == [9, 1, 4]
     kinds = {n.id: n.kind for n in spec_for(g).nodes}
     assert kinds == {
         "__start__": "start",

@@ -74,21 +74,18 @@ def test_map_of_five_lights_one_station_with_five_tasks(mem_lab):
     run = declare_squares(mem_lab).start(inputs=[1, 2, 3, 4, 5])
     w = RunWidget(run)
     assert w.slider.description == "step" and lit(w) == ["__start__"]
-    w.step_btn.click()
+    w.step_btn.click()  # the start's routing (checkpoint 1, not a step), then the five squares (issue 24 item 10)
     assert w.wait(10)
-    assert lit(w) == ["square"] and marks(w, "square") == "▶ ×5"
+    assert run.status == "done" and run.output == [1, 4, 9, 16, 25]
+    assert lit(w) == ["__end__"] and marks(w, "square") == "×5"
+    assert 'class="node gl-join gl-visited" data-station="reduce_list_append"' in w.graph.value
+    w.slider.value = 1  # scrub back to the start's checkpoint: the five tasks pending
+    assert w.selected_seq == 1 and lit(w) == ["square"] and marks(w, "square") == "▶ ×5"
     assert (
         edge_label(w, "map&#8594;square") == "each ×5"
         and 'class="edge gl-trav" data-edge="__start__&#8594;map"' in w.graph.value
     )
     assert "next square ×5" in w.timeline_label.value
-    w.step_btn.click()
-    assert w.wait(10)
-    assert run.status == "done" and run.output == [1, 4, 9, 16, 25]
-    assert lit(w) == ["__end__"] and marks(w, "square") == "×5"
-    assert 'class="node gl-join gl-visited" data-station="reduce_list_append"' in w.graph.value
-    w.slider.value = 1  # scrub back one step: the five tasks again
-    assert w.selected_seq == 1 and lit(w) == ["square"] and marks(w, "square") == "▶ ×5"
     w.rewind_btn.click()  # a new branch from step 1: the abandoned step is not counted
     w.step_btn.click()
     assert w.wait(10)
@@ -127,15 +124,15 @@ def fan_graph():
 def test_broadcast_of_three_shows_the_join_filling(mem_lab):
     run = mem_lab.adopt(fan_graph(), name="fan").start(inputs=1)
     w = RunWidget(run)
-    w.step_btn.click()
-    assert w.wait(10)
-    assert sorted(lit(w)) == ["a", "b", "c"]
-    w.step_btn.click()
+    w.step_btn.click()  # the start's routing (checkpoint 1, not a step), then a, b and c (issue 24 item 10)
     assert w.wait(10)
     assert lit(w) == ["b2"] and marks(w, "reduce_sum") == "join 2 of 3"
     assert 'class="node gl-join gl-joining" data-station="reduce_sum"' in w.graph.value
     assert "next b2 · joins: reduce_sum 2 of 3" in w.timeline_label.value
     assert edge_label(w, "b&#8594;b2") == "twice"
+    w.slider.value = 1  # the start's checkpoint: the broadcast's three branches pending
+    assert sorted(lit(w)) == ["a", "b", "c"]
+    w.slider.value = 2
     w.run_btn.click()
     assert w.wait(10)
     assert run.output == 12 and lit(w) == ["__end__"] and 'gl-joining" data-station' not in w.graph.value
