@@ -606,9 +606,11 @@ class Lab:
         """
         store = self.store
         with store.held():  # one process at a time marks what the gone ones left
-            for rec in store.list_runs(status="running"):
-                if store.abandoned(rec.run_id):  # no live process writes it
-                    self._interrupt_left(rec)
+            for listed in store.list_runs(status="running"):
+                if store.abandoned(listed.run_id):  # no live process writes it
+                    rec = store.get_run(listed.run_id)  # as its writer left it (issue 24 item 2), not as listed
+                    if rec.status == "running":
+                        self._interrupt_left(rec)
 
     def _interrupt_left(self, rec: RunRecord) -> None:
         """Mark `rec` interrupted when its writer died with a station in flight."""

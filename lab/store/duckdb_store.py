@@ -31,7 +31,6 @@ from ..errors import (
     StoreError,
     StoreLockedError,
     StorePermissionError,
-    StoreQueryError,
     StoreSchemaError,
 )
 from ..manifest import Manifest
@@ -48,20 +47,17 @@ from .schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
     TABLES,
+    line_limit,
 )
+from .sql_read import check_statement, copy_tables, open_copy, run_to_private
 
 __all__ = ("DuckDBStore", "open_store", "salvage_journal", "MEMORY")
 
 log = logging.getLogger(__name__)
 
 MEMORY = ":memory:"
-_READ_ONLY_TYPES = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 """Every connection: no extension is installed or loaded behind the user's back (json is built in)."""
-_WRITE_OPERATORS = re.compile(r"INSERT|DELETE|UPDATE|MERGE|CREATE|DROP|ALTER|COPY|ATTACH|DETACH|VACUUM|CHECKPOINT|EXPORT")
-_PARQUET_LOSES = re.compile(r"HUGEINT|ENUM\(|\bBIT\b")
-"""Column types a parquet copy would not give back as they were (HUGEINT as DOUBLE, say): copied as text."""
-_EXPLAIN_PREFIX = re.compile(r"^\s*EXPLAIN\s+(ANALY[SZ]E\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
 _DB = "graphlab_store"
 """The name the store's file is attached under in the store's private DuckDB instance."""
 _SOURCE = 1 << 40
@@ -174,12 +170,15 @@ def _salvage_one(real: str, journal: str) -> str:
             probe = os.path.join(tmp, "probe.ndjson")
 
             def foldable(part: list[bytes]) -> bool:
+                blob = b"".join(part)
                 with open(probe, "wb") as f:
-                    f.write(b"".join(part))
+                    f.write(blob)
                 try:
                     con.execute("BEGIN")
                     try:
-                        con.execute("CREATE OR REPLACE TEMP TABLE journal_rows AS " + JOURNAL_SELECT, [probe])
+                        con.execute(
+                            "CREATE OR REPLACE TEMP TABLE journal_rows AS " + JOURNAL_SELECT, [probe, line_limit(len(blob))]
+                        )
                         for stmt in FOLD_STATEMENTS:
                             con.execute(stmt)
                     finally:
@@ -723,16 +722,29 @@ class DuckDBStore(JobTables, Store):
         return self.writer(run_id) is None
 
     def writer(self, run_id: str) -> Process | None:
-        """The live process other than this one that writes `run_id`, or None (this one, none, or gone)."""
+        """The live process other than this one that writes `run_id`, or None (this one, none, or gone).
+
+        A writer found gone has journalled all it ever will: when it was alive at the fold here (it
+        died a moment ago), its journal is folded again, so whoever decides on the run next reads
+        every boundary it wrote, never a head it has passed (issue 24 item 2).
+        """
+        before = self._writer_row(run_id, fold=False)
+        gone_before = before is not None and before != self.me and not before.is_alive()
         self.fold()  # every journal: a claim another process wrote a moment ago counts
-        with self._reading() as con:
+        proc = self._writer_row(run_id, fold=True)
+        if proc is None or proc == self.me:
+            return None
+        if proc.is_alive():
+            return proc
+        if proc != before or not gone_before:
+            self.fold()
+        return None
+
+    def _writer_row(self, run_id: str, *, fold: bool) -> Process | None:
+        """The process the `writers` table names for `run_id` (`fold=False`: as the tables hold it now)."""
+        with self._reading() if fold else self._session() as con:
             row = con.execute("SELECT pid, host, started FROM writers WHERE run_id = ?", [run_id]).fetchone()
-        if row is None:
-            return None
-        proc = Process(int(row[0]), row[1], float(row[2]))
-        if proc == self.me or not proc.is_alive():
-            return None
-        return proc
+        return None if row is None else Process(int(row[0]), row[1], float(row[2]))
 
     # -- folding -------------------------------------------------------------------------
 
@@ -834,10 +846,10 @@ class DuckDBStore(JobTables, Store):
             with open(chunk, "wb") as f:
                 f.write(data)
             parts.append(f"SELECT * REPLACE (j + {n * _SOURCE} AS j) FROM ({JOURNAL_SELECT})")
-            params.append(chunk)
+            params += [chunk, line_limit(len(data))]
         self._sources = [sources[i][0] for i in order]
         if not parts:
-            parts, params = [f"SELECT * FROM ({JOURNAL_SELECT}) LIMIT 0"], [os.path.join(tmp, "none.ndjson")]
+            parts, params = [f"SELECT * FROM ({JOURNAL_SELECT}) LIMIT 0"], [os.path.join(tmp, "none.ndjson"), line_limit(0)]
             with open(params[0], "wb"):
                 pass
         con.execute("CREATE OR REPLACE TEMP TABLE journal_rows AS " + " UNION ALL ".join(parts), params)
@@ -1081,99 +1093,36 @@ class DuckDBStore(JobTables, Store):
     def sql(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> duckdb.DuckDBPyRelation:
         """Run read-only SQL; returns a DuckDB relation (it prints and displays as a table).
 
-        Reading cannot write, by construction rather than by inspecting the statement alone: a
-        statement whose plan writes (a data-modifying CTE, `EXPLAIN ANALYZE DELETE`) is refused;
-        what runs, runs inside a transaction that is always rolled back, on a connection that
-        loads no extension; and the result is copied into a private in-memory database with file
-        access off, so the returned relation (`rel.query(...)`, `rel.create(...)`) reaches
-        nothing of the store.
+        Read-only by construction (sql_read.py). A query that another process waits behind is
+        interrupted and run again on a private copy of the tables it names, with the store let go.
         """
-        if not isinstance(query, str) or not query.strip():
-            raise StoreQueryError("lab.sql needs a SELECT statement as a string")
         args: Any = params if params else None
-        with self._reading() as con:
-            inner = self._read_only_statement(con, query)
-            explain = inner is not query
+        with tempfile.TemporaryDirectory(prefix="graphlab-sql-") as tmp:
+            with self._reading() as con:
+                inner = check_statement(con, query, args)
+                explain = inner is not query
+                # no process waits behind an in-memory store, nor behind a reader (it holds the lock shared)
+                wanted = None if self._lockfile is None or self.read_only else self._lockfile.wanted
+                rel = run_to_private(con, query, args, explain=explain, tmp=tmp, wanted=wanted)
+                if rel is not None:
+                    return rel
+                # another process waits for the store: copy what the query reads, then let go (issue 24 item 3)
+                present = [
+                    r[0]
+                    for r in con.execute(
+                        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+                        "AND schema_name = 'main'"
+                    ).fetchall()
+                ]
+                copy = os.path.join(tmp, "copy.duckdb")
+                copy_tables(con, inner, present, copy)
+            copy_con = open_copy(copy)
             try:
-                plan = con.execute("EXPLAIN (FORMAT JSON) " + inner, args).fetchall()
-            except duckdb.Error as exc:
-                raise StoreQueryError(f"SQL error: {str(exc).strip()}") from None
-            writes = sorted({op for op in _plan_operators(json.loads(plan[0][1])) if _WRITE_OPERATORS.search(op)})
-            if writes:
-                raise StoreQueryError(
-                    f"lab.sql is read-only; this statement writes ({', '.join(writes)}) and is refused. "
-                    "Change runs through the Run API (rewind, fork, edit_state, prune)"
-                )
-            with tempfile.TemporaryDirectory(prefix="graphlab-sql-") as tmp:
-                result = os.path.join(tmp, "result.parquet")
-                try:
-                    con.execute("BEGIN")
-                    try:
-                        if explain:
-                            rows = con.execute(query, args).fetchall()
-                            con.execute(
-                                f"COPY (SELECT * FROM (VALUES {', '.join(['(?, ?)'] * len(rows)) or '(NULL, NULL)'}) "
-                                f"t(explain_key, explain_value) {'' if rows else 'LIMIT 0'}) TO '{result}' (FORMAT parquet)",
-                                [v for r in rows for v in r[:2]],
-                            )
-                        else:
-                            rel = con.sql(query, params=args)
-                            types = [str(t) for t in rel.types]
-                            names = ['"' + c.replace('"', '""') + '"' for c in rel.columns]
-                            kept = [_PARQUET_LOSES.search(t) is None for t in types]
-                            if not all(kept):  # through parquet as text, cast back below
-                                rel = rel.project(
-                                    ", ".join(
-                                        f"#{i + 1} AS {n}" if keep else f"CAST(#{i + 1} AS VARCHAR) AS {n}"
-                                        for i, (keep, n) in enumerate(zip(kept, names, strict=True))
-                                    )
-                                )
-                            rel.write_parquet(result)
-                    finally:
-                        con.execute("ROLLBACK")
-                except duckdb.Error as exc:
-                    raise StoreQueryError(f"SQL error: {str(exc).strip()}") from None
-                private = duckdb.connect(MEMORY, config=_CONFIG)
-                select = "*"
-                if not explain and not all(kept):
-                    select = ", ".join(
-                        f"#{i + 1} AS {n}" if keep else f"CAST(#{i + 1} AS {t}) AS {n}"
-                        for i, (keep, t, n) in enumerate(zip(kept, types, names, strict=True))
-                    )
-                private.execute(f"CREATE TABLE result AS SELECT {select} FROM read_parquet('{result}')")
-            private.execute("SET enable_external_access = false")
-            private.execute("SET lock_configuration = true")
-            return private.table("result")
-
-    @staticmethod
-    def _read_only_statement(con: duckdb.DuckDBPyConnection, query: str) -> str:
-        """The one SELECT `query` runs (the statement itself, or what an EXPLAIN explains)."""
-        try:
-            statements = con.extract_statements(query)
-        except duckdb.Error as exc:
-            raise StoreQueryError(f"SQL error: {str(exc).strip()}") from None
-        if len(statements) != 1:
-            raise StoreQueryError(f"lab.sql runs one statement at a time; got {len(statements)}")
-        kind = statements[0].type
-        if kind not in _READ_ONLY_TYPES:
-            raise StoreQueryError(
-                f"lab.sql is read-only; {kind.name} statements are refused. "
-                "Change runs through the Run API (rewind, fork, edit_state, prune)"
-            )
-        if kind != duckdb.StatementType.EXPLAIN:
-            return query
-        inner = _EXPLAIN_PREFIX.sub("", query, count=1)
-        try:
-            inner_kind = con.extract_statements(inner)[0].type
-        except (duckdb.Error, IndexError):
-            inner_kind = None
-        if inner_kind != duckdb.StatementType.SELECT:
-            name = inner_kind.name if inner_kind is not None else "this"
-            raise StoreQueryError(
-                f"lab.sql is read-only; EXPLAIN of a {name} statement is refused (EXPLAIN ANALYZE runs it). "
-                "Change runs through the Run API (rewind, fork, edit_state, prune)"
-            )
-        return inner
+                rel = run_to_private(copy_con, query, args, explain=explain, tmp=tmp)
+            finally:
+                copy_con.close()
+            assert rel is not None
+            return rel
 
     def seqs(self, run_id: str) -> list[int]:
         """Every checkpoint sequence number of a run, ascending."""
@@ -1307,17 +1256,6 @@ _WAIT_COLS = (
     "run_id, owner, kind, node_id, checkpoint_seq, prompt, details, prior, created_at, resolved_at, resolution"
 )
 _EV_COLS = "run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at"
-
-
-def _plan_operators(node: Any) -> Iterator[str]:
-    """Every operator name in an `EXPLAIN (FORMAT JSON)` plan."""
-    if isinstance(node, list):
-        for n in node:
-            yield from _plan_operators(n)
-    elif isinstance(node, dict):
-        if isinstance(node.get("name"), str):
-            yield node["name"].upper()
-        yield from _plan_operators(node.get("children", []))
 
 
 def _run_record(r: tuple[Any, ...]) -> RunRecord:

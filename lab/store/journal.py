@@ -36,6 +36,7 @@ from typing import Any
 from pydantic_core import PydanticSerializationError, to_json
 
 from ..errors import StoreError
+from .schema import MAX_LINE
 
 __all__ = ("Journal", "JournalDamagedError", "ReplayReport", "UnstorableValueError", "scan", "salvage_lines")
 
@@ -104,6 +105,19 @@ def _dumps(row: dict[str, Any]) -> bytes:
                 "os.fsencode(name).decode('utf-8', 'backslashreplace')"
             )
     return to_json(clean, fallback=str)
+
+
+def _too_large(row: dict[str, Any], size: int) -> UnstorableValueError:
+    """A row longer than the database reads back as one journal line: refused, naming its largest field."""
+    what = {"cp": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer", "ev": "event"}.get(row.get("t", ""), "row")
+    sizes = {k: len(_dumps({k: v})) for k, v in row.items() if k not in ("t", "j", "tx", "end")}
+    field_name = max(sizes, key=sizes.__getitem__) if sizes else "?"
+    return UnstorableValueError(
+        f"cannot store {what} of run {row.get('run_id')}: it is {size:,} bytes as JSON (its field {field_name!r} "
+        f"{sizes.get(field_name, 0):,}), more than the {MAX_LINE:,} bytes the store reads back as one value; "
+        "nothing was written. Keep data this large outside the state (a file path or an object-store key) "
+        "and store the reference"
+    )
 
 
 class ReplayReport:
@@ -263,7 +277,10 @@ class Journal:
             row["tx"] = first
             if i == last:
                 row["end"] = True
-            parts.append(_dumps(row))
+            line = _dumps(row)
+            if len(line) > MAX_LINE:
+                raise _too_large(row, len(line))
+            parts.append(line)
         self._next_j = first + len(rows)
         parts.append(b"")
         return b"\n".join(parts)

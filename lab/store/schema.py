@@ -202,11 +202,23 @@ JOURNAL_SELECT = (
     "make_timestamp(CAST(round(updated_at * 1000000) AS BIGINT)) AS updated_at, "
     "make_timestamp(CAST(round(resolved_at * 1000000) AS BIGINT)) AS resolved_at, "
     "make_timestamp(CAST(round(claimed_at * 1000000) AS BIGINT)) AS claimed_at) "
-    "FROM read_json(?, format='newline_delimited', columns={"
+    "FROM read_json(?, format='newline_delimited', maximum_object_size=?, columns={"
     + ", ".join(f"'{k}': '{v}'" for k, v in JOURNAL_COLUMNS.items())
     + "})"
 )
-"""Reads the journal file into rows shaped like the tables."""
+"""Reads the journal file into rows shaped like the tables.
+
+Parameters: the file, and the largest line it may hold (`line_limit(size)`): DuckDB refuses a
+line longer than that, 16 MB by default, which a large state exceeds (issue 24 item 1)."""
+
+MAX_LINE = 4294967295
+"""The longest journal line DuckDB reads back (`maximum_object_size` is a 32-bit count): a write
+with a longer line is refused before anything is written."""
+
+
+def line_limit(size: int) -> int:
+    """`maximum_object_size` for a journal chunk of `size` bytes: no line of it is longer."""
+    return max(16 * 1024 * 1024, min(size + 1, MAX_LINE))
 
 CHECKPOINT_CONFLICTS = """
 WITH cps AS (
