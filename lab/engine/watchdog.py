@@ -6,7 +6,9 @@ loop: the call's timeout cannot fire there, `cancel()` is not heard, Ctrl-C cann
 The watchdog watches each *drive* (one `run.run()` / `run.step()` call, not each station: it
 costs a set insert per call and nothing per station) and steps in only when a drive is
 overdue: its deadline passed, `cancel()` asked, or the caller pressed Ctrl-C. It then asks the
-loop to run a no-op; a loop that does not within `GRACE` seconds is blocked. Every drive on it
+loop to run a no-op; a loop that does not within `GRACE` seconds, with the notebook's own code on
+its thread's stack (a station), is blocked (with only the lab's or a library's code there, say a
+slow disk write, it gets `PATIENCE` seconds first). Every drive on it
 is then settled by its run (`owner.rescue`): the run whose deadline passed fails with
 `RunTimeout`, a cancelled one ends `cancelled`, any other (a run stepping beside it, a Ctrl-C'd
 one) ends `interrupted`; each at its head checkpoint, its state restored from there, released.
@@ -17,7 +19,9 @@ What happens to the stuck station: Python cannot stop a thread, so it goes on un
 by itself; its result is discarded (its run no longer takes writes from that thread), and the
 loop it blocked stops as soon as it returns. Side effects outside the run happen, as for any
 cancelled station. Drives on a loop that is not the lab's (an `async for` over `run.stream()`
-on the notebook's loop) are not watched: declare such stations `blocking=True`.
+on the notebook's loop) are not watched, and a caller that waits on the lab's loop by other means
+than `lab.engine.loop.submit` (a sync `run.stream()`, the run view's actions) is not released
+when its loop is abandoned: declare such stations `blocking=True`.
 """
 
 from __future__ import annotations
@@ -29,11 +33,16 @@ import sys
 import sysconfig
 import threading
 import time
+from types import FrameType
 from typing import Protocol
 
 from .loop import GRACE, abandon, loop_thread, responsive
 
-__all__ = ("Stuck", "Watch", "ask", "leave", "unblock", "watch")
+__all__ = ("PATIENCE", "Stuck", "Watch", "ask", "leave", "unblock", "watch")
+
+PATIENCE = 10.0
+"""Seconds a loop that does not answer gets while no code of the notebook's is on its stack (the lab's
+own work, say a slow disk write, is not a blocked station): after that it counts as blocked too."""
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +57,7 @@ class Stuck(Protocol):
 class Watch:
     """One drive on the lab's loop, as the watchdog sees it."""
 
-    __slots__ = ("deadline", "due", "loop", "owner", "state", "thread")
+    __slots__ = ("deadline", "due", "loop", "owner", "since", "state", "thread")
 
     def __init__(self, owner: Stuck, loop: asyncio.AbstractEventLoop, thread: threading.Thread, deadline: float | None):
         self.owner = owner
@@ -57,6 +66,8 @@ class Watch:
         self.deadline = deadline
         self.due = deadline
         """When to look at this drive next (None: only if asked)."""
+        self.since: float | None = None
+        """When the watchdog first found its loop not answering."""
         self.state = "live"  # "left" once its drive ended by itself, "rescued" once the watchdog settled it
 
 
@@ -123,16 +134,27 @@ def _serve() -> None:
                 _cond.wait(min(later) - now if later else None)
                 continue
         for loop in {w.loop for w in due}:
-            if responsive(loop):  # it runs: it handles the timeout or the cancellation itself; look again later
-                with _cond:
-                    for w in due:
-                        if w.loop is loop:
-                            w.due = time.monotonic() + GRACE
+            mine = [w for w in due if w.loop is loop]
+            if responsive(loop) or _patience(mine):  # it runs (and handles the timeout or the cancellation itself)
+                with _cond:  # or it may be busy in the lab's own code: look again later
+                    for w in mine:
+                        w.due = time.monotonic() + GRACE
                 continue
             try:
                 _rescue(loop, "the call's timeout ran out" if any(_overdue(w) for w in due) else "cancel() was asked")
             except Exception:  # never let the watchdog die: later drives need it
                 log.exception("the watchdog could not settle the drives on a blocked loop")
+
+
+def _patience(stuck: list[Watch]) -> bool:
+    """Whether to give a loop that does not answer more time: no code of the notebook's is on its thread's
+    stack (it is in the lab's or a library's own code, say a slow disk write), for up to PATIENCE seconds."""
+    now = time.monotonic()
+    for w in stuck:
+        w.since = w.since or now
+    if _user_frame(stuck[0].thread) is not None:
+        return False
+    return now - min(w.since or now for w in stuck) < PATIENCE
 
 
 def _overdue(w: Watch) -> bool:
@@ -169,15 +191,23 @@ _LIBRARY = tuple(
 """Code that is not the notebook's own: the standard library, installed packages, the lab itself."""
 
 
-def blocked_at(thread: threading.Thread | None) -> str:
-    """Where `thread` is stuck: the innermost frame of the notebook's own code ("Stuck.run, file.py:12")."""
-    frame = sys._current_frames().get(thread.ident) if thread is not None and thread.ident is not None else None
-    innermost = frame
+def _frames(thread: threading.Thread | None) -> FrameType | None:
+    return sys._current_frames().get(thread.ident) if thread is not None and thread.ident is not None else None
+
+
+def _user_frame(thread: threading.Thread | None) -> FrameType | None:
+    """The innermost frame of the notebook's own code on `thread`'s stack (None: only library code)."""
+    frame = _frames(thread)
     while frame is not None:
         if not os.path.normcase(frame.f_code.co_filename).startswith(_LIBRARY):
-            break
+            return frame
         frame = frame.f_back
-    frame = frame or innermost
+    return None
+
+
+def blocked_at(thread: threading.Thread | None) -> str:
+    """Where `thread` is stuck: the innermost frame of the notebook's own code ("in Stuck.run, file.py:12")."""
+    frame = _user_frame(thread) or _frames(thread)
     if frame is None:
         return "where, is unknown"
     name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)

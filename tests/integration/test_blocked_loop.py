@@ -7,7 +7,8 @@ its last checkpoint, its state the head's; when the stuck node returns later, no
 written; another run of the same lab steps normally afterwards, and `run.run()` goes on after
 the timeout; `cancel()` from another thread (the widget's Cancel) returns control with the run
 `cancelled`; `await run.arun(timeout=1)` on the caller's own loop leaves that loop free and
-returns; Ctrl-C ends the run `interrupted`, and `run.retry()` goes on.
+returns; Ctrl-C ends the run `interrupted`, and `run.retry()` goes on; a run stepping beside
+the stuck one on the same loop ends `interrupted`, its caller returns, and it goes on after.
 """
 
 from __future__ import annotations
@@ -217,4 +218,50 @@ def test_ctrl_c_returns_control_from_a_blocked_station_and_the_run_ends_interrup
     BLOCK.clear()
     run.retry()
     assert run.status == "done" and run.state.log == ["before", "stuck"]
+    lab.close()
+
+
+@dataclass
+class Tick(BaseNode[Laps, None, int]):
+    """Steps on and on, awaiting between steps (a well-behaved run beside the stuck one)."""
+
+    async def run(self, ctx: GraphRunContext[Laps, None]) -> Tick | End[int]:
+        await asyncio.sleep(0.01)
+        ctx.state.count += 1
+        return End(ctx.state.count) if ctx.state.count == ctx.state.until else Tick()
+
+
+def test_a_run_stepping_beside_the_stuck_one_ends_interrupted_and_its_caller_returns() -> None:
+    """The loop both runs were driven on is given up: the other run's caller is not left waiting on it."""
+    lab = Lab(":memory:")
+    g = stuck_graph(lab)
+    ticking = lab.graph("ticking", state_type=Laps, output_type=int, step_limit=None)
+    ticking.node(Tick)
+    beside = ticking.start(Tick(), state=Laps(until=10**9))
+    out: dict[str, Any] = {}
+
+    def drive_beside() -> None:
+        try:
+            out["returned"] = beside.run()
+        except BaseException as exc:  # reported, never swallowed silently
+            out["raised"] = exc
+
+    t = threading.Thread(target=drive_beside, daemon=True)
+    t.start()
+    deadline = time.monotonic() + BOUND
+    while not beside.events("settled") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    run = g.start(Before(), state=Laps())
+    run.run(timeout=1)
+    _assert_timed_out_at_its_head(run)
+    t.join(BOUND)
+    assert not t.is_alive() and out.get("returned") is beside, out
+    assert beside.status == "interrupted" and lab.run(beside.id).status == "interrupted"
+    (ev,) = beside.events("interrupted")
+    assert "blocked the lab's event loop" in ev.payload["reason"] and "Stuck.run" in ev.payload["reason"]
+    head = beside.head or 0
+    assert beside.retry().outcome == "settled"  # goes on from its head, on the fresh loop
+    beside.run(max_steps=3)
+    assert beside.status == "running" and beside.head == head + 4
+    _release_and_check_nothing_late_is_written(run)
     lab.close()
