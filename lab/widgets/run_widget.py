@@ -9,7 +9,6 @@ once more when the action ends. Every action's error is shown in the widget.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import logging
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from ..diff import diff_json
-from ..engine.loop import lab_loop
+from ..engine.loop import submit
 from ..errors import LabError
 from ..records import CheckpointRecord, EventRecord
 from ..render import END, Overlay, edge_labels, overlay_from_path, spec_from_manifest
@@ -625,7 +624,7 @@ class RunWidget(widgets.VBox):
         self._action = name
         self._idle.clear()
         try:
-            self._task = asyncio.run_coroutine_threadsafe(make(), lab_loop())
+            self._task = submit(make()).future  # released also if a station blocks the loop (lab.engine.watchdog)
         except Exception as exc:
             self._alert = H.alert("error", f"{name} failed:", f"{type(exc).__name__}: {exc}")
             self._task = None

@@ -265,3 +265,20 @@ def test_a_run_stepping_beside_the_stuck_one_ends_interrupted_and_its_caller_ret
     assert beside.status == "running" and beside.head == head + 4
     _release_and_check_nothing_late_is_written(run)
     lab.close()
+
+
+def test_the_run_views_cancel_returns_it_from_a_blocked_station() -> None:
+    """The run view's Run button drives on the lab's loop; its Cancel settles the run and ends the action."""
+    from lab.widgets import RunWidget
+
+    lab = Lab(":memory:")
+    run = stuck_graph(lab).start(Before(), state=Laps())
+    w = RunWidget(run)
+    w.run_btn.click()
+    assert IN_FLIGHT.wait(BOUND)
+    w.cancel_btn.click()
+    assert w.wait(BOUND)  # the action ended: the view is free again
+    assert not w.busy and run.status == "cancelled" and lab.run(run.id).status == "cancelled"
+    _release_and_check_nothing_late_is_written(run)
+    w.close()
+    lab.close()
