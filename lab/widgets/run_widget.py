@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import logging
 import threading
-import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
@@ -27,18 +25,18 @@ from ..errors import LabError
 from ..records import CheckpointRecord, EventRecord
 from ..render import END, Overlay, edge_labels, overlay_from_path, spec_from_manifest
 from . import html as H
+from .actions import TIPS, why_not
 from .agent_view import AgentJobView
 from .branches import Branch, branches
-from .consent_panel import AnswerPanel, choices_of, make_button
+from .consent_panel import AnswerPanel, make_button
 from .frontier_view import StepView, is_parallel, next_summary
 from .graph_view import GraphView
+from .watch import watch
 
 if TYPE_CHECKING:
     from ..run import Run
 
 __all__ = ("RunWidget",)
-
-log = logging.getLogger(__name__)
 
 _EVENTS_SHOWN = 200
 _widgets: weakref.WeakValueDictionary[str, RunWidget] = weakref.WeakValueDictionary()
@@ -207,7 +205,7 @@ class RunWidget(widgets.VBox):
         except LabError:  # a store that keeps no agent jobs (PostgreSQL, for now): no agent panel
             pass
         self.refresh()
-        _watch(self)
+        watch(self)
 
     # -- what is selected ------------------------------------------------------------------
 
@@ -259,8 +257,9 @@ class RunWidget(widgets.VBox):
                 self._timer.daemon = True
                 self._timer.start()
 
-    def _poll(self) -> None:
-        """Take in what another process wrote to this run (its progress, or an answer given there)."""
+    def poll(self) -> None:
+        """Take in what another process wrote to this run (its progress, or an answer given there);
+        the view's watch (watch.py) calls it while the run waits or another process advances it."""
         if self._run._follow():
             self.refresh()
 
@@ -509,62 +508,7 @@ class RunWidget(widgets.VBox):
 
     def why_not(self, action: str) -> str | None:
         """Why `action` is not possible now (the button's tooltip), or None when it is."""
-        run = self._run
-        status = run.status
-        busy = self.busy
-        if run.writer is not None and action not in ("fork",):
-            return f"{run.writer} advances this run; {action} it there (this view follows it and can answer its wait)"
-        if action == "pause":
-            return (
-                None if busy else "nothing is running from this view; Pause stops a Run at the next boundary"
-            )
-        if busy:
-            return f"{self._action} is in progress; press Pause (or Cancel) first"
-        if action == "cancel":
-            return (
-                f"the run is {status}; there is nothing to cancel"
-                if status in ("done", "cancelled")
-                else None
-            )
-        if action == "retry":
-            return None if status == "failed" else "nothing failed; Retry attempts a failed station again"
-        if action in ("rewind", "fork"):
-            seq = self.selected_seq
-            if seq is None:
-                return "no checkpoint is selected"
-            if action == "rewind" and seq == run.head:
-                return "this checkpoint is already the head; move the timeline back to rewind"
-            return None
-        return self._why_not_advance()
-
-    def _why_not_advance(self) -> str | None:
-        """Why Step / Run cannot go on from the head now."""
-        run = self._run
-        status = run.status
-        if status == "done":
-            return "the run is done; pick a checkpoint on the timeline and Rewind or Fork there"
-        if status == "cancelled":
-            return "the run was cancelled; Fork a checkpoint to run again"
-        if status == "failed":
-            return f"station {(run.error or {}).get('node_id')} failed; press Retry to attempt it again"
-        if status == "interrupted":
-            return f"the process stopped while a station ran; lab.resume({run.id!r}) runs it again"
-        wait = getattr(run, "wait", None)
-        if status == "waiting" and wait is not None and wait.kind == "delegate":
-            job = run.job
-            if job is not None and job.status == "LOST":
-                return f"{wait.node_id}'s agent job is LOST: Retry job, Cancel job or Provide result below"
-            return None  # Step / Run await the agent's job, then route its result
-        if status == "waiting" and wait is not None and wait.kind != "breakpoint":
-            if choices_of(wait):
-                return f"{wait.node_id} waits for a choice: pick one below"
-            what = {
-                "consent": "a verdict: Approve or Deny below",
-                "interrupt": "an answer: answer below",
-                "capability": "a capability: grant it below",
-            }
-            return f"{wait.node_id} waits for {what.get(wait.kind, wait.kind)}"
-        return None
+        return why_not(self._run, action, busy_with=self._action if self.busy else None, selected=self.selected_seq)
 
     def _enable(self) -> None:
         for action, btn in (
@@ -578,7 +522,7 @@ class RunWidget(widgets.VBox):
         ):
             why = self.why_not(action)
             btn.disabled = why is not None
-            btn.tooltip = why or _TIPS[action]
+            btn.tooltip = why or TIPS[action]
         self.retry_btn.layout.display = None if self._run.status == "failed" else "none"
         self.answers.enable(f"{self._action} is in progress" if self.busy else None)
         self.note.disabled = self.answer.disabled = False
@@ -694,54 +638,8 @@ class RunWidget(widgets.VBox):
         return f"<RunWidget {self._run.id}>"
 
 
-WATCH_EVERY = 0.5
-"""Seconds between looks at the store for what another process wrote to a shown run."""
-
-
 CLOSED = "reopen with Lab() and display the run again (lab.resume(run_id) gives a live handle)"
 """What a view of a closed lab tells the person to do."""
-
-
-def _watch(view: RunWidget) -> None:
-    """Follow a run another process advances (or an answer given elsewhere) while the view lives.
-
-    A daemon thread that holds the view weakly: it ends when the view is collected or the store
-    closes. A run this process advances changes here only through its own events.
-    """
-    ref = weakref.ref(view)
-    run = view._run
-
-    def loop() -> None:
-        while True:
-            time.sleep(WATCH_EVERY)
-            w = ref()
-            if w is None:
-                return
-            if run.lab.store.closed:  # say so once: the view offers nothing it cannot do
-                with contextlib.suppress(Exception):
-                    w.refresh()
-                return
-            if run.writer is None and run.status != "waiting":
-                del w
-                continue
-            try:
-                w._poll()
-            except Exception:  # a view never breaks the run it shows; the next look tries again
-                log.debug("run view of %s could not poll the store", run.id, exc_info=True)
-            del w
-
-    threading.Thread(target=loop, name=f"graphlab-watch-{run.id}", daemon=True).start()
-
-
-_TIPS = {
-    "step": "run the next station",
-    "run": "run until End, a failure, a wait, or Pause",
-    "pause": "stop the Run at the next boundary",
-    "cancel": "cancel the run (a station in flight is cancelled)",
-    "retry": "attempt the failed station again",
-    "rewind": "make the selected checkpoint the head; the next step starts a new branch",
-    "fork": "start a new run from the selected checkpoint",
-}
 
 
 def _child_link(ev: EventRecord) -> tuple[str, str, str | None]:
