@@ -175,6 +175,8 @@ class _Step:
         self.tasks, joins = split_frontier(frontier)
         # the step works on copies: a step that fails leaves the head's join values as they were
         self.joins: dict[tuple[str, int], JoinAcc] = {(j.node_id, j.fork_run): replace(j) for j in joins}
+        self._early_joins: dict[str, bool] = {}
+        """Join id -> whether its reducer takes a `ReducerContext` (looked up once per step)."""
         self._inherited = set(self.joins)
         """Joins whose value came from the head: copied (deeply) before this step first reduces into them."""
         self.attempts = attempts
@@ -281,7 +283,10 @@ class _Step:
         """An item for a join whose reducer takes a `ReducerContext`: reduced as it arrives (see `_reduce_early`)."""
         if not isinstance(arrival, JoinItem) or any(f.run < 0 for f in arrival.fork_stack):
             return False
-        return _may_cancel(self._join(arrival.join_id))
+        early = self._early_joins.get(arrival.join_id)
+        if early is None:
+            early = self._early_joins[arrival.join_id] = _may_cancel(self._join(arrival.join_id))
+        return early
 
     def _reduce_early(self, arrivals: list[Arrival], aio: dict[int, asyncio.Task[None]]) -> None:
         """Reduce items for joins whose reducer may cancel its siblings as they arrive (completion order).
