@@ -79,15 +79,17 @@ class AnswerPanel:
         """Show what the run waits for now; note a shown wait that was answered elsewhere."""
         wait = getattr(run, "wait", None)
         waiting = wait is not None and run.status == "waiting"
-        owner = wait.owner if waiting else None
+        choices = choices_of(wait) if waiting else []
+        consent = waiting and (wait.kind == "consent" or bool(choices))
+        asking = waiting and wait.kind in ("interrupt", "capability") and not choices
+        # only a wait this panel offers to answer (not a breakpoint or an agent job, which the
+        # view's own Step / Run continue) can be "answered elsewhere"
+        owner = wait.owner if consent or asking else None
         before = self.shown_owner
         if before is not None and before != owner and before != self.sent:
             self.elsewhere = before  # it went away, and not by an answer from here
         if owner is not None and owner != before:
             self.elsewhere = None  # a new wait to answer: the old news is over
-        choices = choices_of(wait) if waiting else []
-        consent = waiting and (wait.kind == "consent" or bool(choices))
-        asking = waiting and wait.kind in ("interrupt", "capability") and not choices
         self.shown_owner = owner
         if waiting:
             html = H.wait_panel(wait.kind, wait.node_id, wait.prompt, wait.details)

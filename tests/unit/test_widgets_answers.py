@@ -207,3 +207,19 @@ def test_the_event_log_shows_an_interrupts_question(mem_lab):
     assert ev.payload.get("prompt") is None and ev.payload["details"] == {"question": "Which region?"}
     w = RunWidget(run)
     assert "interrupt: Which region?" in w.events_panel.value
+
+
+def test_the_views_own_step_past_a_breakpoint_is_not_answered_elsewhere(mem_lab):
+    """issue 25 item 2: only a wait the panel offers to answer can be "answered elsewhere"; the
+    view's own Step past a breakpoint is not news from elsewhere."""
+    run = declare_counter(mem_lab, "bp").start(Inc(), state=Counter(), breakpoints={"before": ["Check"]})
+    w = RunWidget(run)
+    w.step_btn.click()
+    assert w.wait(30)
+    w.step_btn.click()  # parks before Check
+    assert w.wait(30)
+    assert run.status == "waiting" and run.wait.kind == "breakpoint"
+    w.step_btn.click()  # continues past the breakpoint, from this view
+    assert w.wait(30)
+    assert run.status == "running" and run.next_stations == ("Inc",)  # Check ran
+    assert "answered elsewhere" not in w.message.value, w.message.value
