@@ -336,32 +336,16 @@ class RunStream:
     # -- sync -------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[RunEvent]:
-        from .engine.loop import lab_loop
+        from .engine.loop import LoopBlockedError, lab_loop, submit
 
         loop = lab_loop()
         batches: queue.SimpleQueue[Any] = queue.SimpleQueue()
         caught_up = self._attach(loop, batches.put)
-        context = contextvars.copy_context()
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-        def start() -> None:
-            task = loop.create_task(self._drive(), context=context)
-
-            def done(t: asyncio.Task[Any]) -> None:
-                exc = None if t.cancelled() else t.exception()
-                if t.cancelled():
-                    fut.set_exception(concurrent.futures.CancelledError())
-                elif exc is not None:
-                    fut.set_exception(exc)
-                else:
-                    fut.set_result(None)
-                batches.put(_DONE)
-
-            task.add_done_callback(done)
-
+        call = None
         finished = False
         try:
-            loop.call_soon_threadsafe(start)
+            call = submit(self._drive())  # in a copy of this context; ended also if a station blocks the loop
+            call.future.add_done_callback(lambda _f: batches.put(_DONE))
             while True:
                 item = batches.get()
                 if item is _DONE:
@@ -369,12 +353,16 @@ class RunStream:
                 yield from translate(item)
                 if batches.empty():
                     loop.call_soon_threadsafe(caught_up.set)
-            fut.result()
+            try:
+                call.outcome()
+            except LoopBlockedError:  # a station blocked the loop: the watchdog settled the run (lab.engine.watchdog)
+                if self._run.status not in ("failed", "cancelled", "interrupted"):
+                    raise
             finished = True
             yield final_event(self._run)
         finally:
             self._detach()
             loop.call_soon_threadsafe(caught_up.set)
-            if not finished and not fut.done():  # the reader left: pause at the next boundary
+            if not finished and call is not None and not call.future.done():  # the reader left: pause at the next boundary
                 self._run.pause()
-                concurrent.futures.wait([fut], timeout=60)
+                concurrent.futures.wait([call.future], timeout=60)

@@ -160,6 +160,15 @@ class Call(Generic[T]):
         except concurrent.futures.InvalidStateError:  # `abandon` settled it meanwhile
             pass
 
+    def outcome(self) -> T:
+        """Wait for the coroutine's result in this thread (what it raised, raised here; `LoopBlockedError`
+        if its loop was abandoned)."""
+        try:
+            return _wait(self.future, self.thread)
+        except _Escaped as exc:
+            escaped = exc.exc
+        raise escaped  # outside the handler, so it does not chain the carrier
+
     def cancel(self) -> None:
         """Cancel the coroutine (from any thread); its task unwinds on the loop and records its abort."""
         try:

@@ -20,8 +20,8 @@ by itself; its result is discarded (its run no longer takes writes from that thr
 loop it blocked stops as soon as it returns. Side effects outside the run happen, as for any
 cancelled station. Drives on a loop that is not the lab's (an `async for` over `run.stream()`
 on the notebook's loop) are not watched, and a caller that waits on the lab's loop by other means
-than `lab.engine.loop.submit` (a sync `run.stream()`, the run view's actions) is not released
-when its loop is abandoned: declare such stations `blocking=True`.
+than `lab.engine.loop.submit` / `run_sync` / `delegate` is not released when its loop is
+abandoned: declare such stations `blocking=True`.
 """
 
 from __future__ import annotations

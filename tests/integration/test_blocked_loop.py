@@ -282,3 +282,19 @@ def test_the_run_views_cancel_returns_it_from_a_blocked_station() -> None:
     _release_and_check_nothing_late_is_written(run)
     w.close()
     lab.close()
+
+
+def test_a_stream_read_in_a_cell_ends_with_the_timeout_of_a_blocked_station() -> None:
+    """`for ev in run.stream(timeout=1)` drives on the lab's loop: it ends with the run's `Failed` event."""
+    from lab.events import Failed
+
+    lab = Lab(":memory:")
+    run = stuck_graph(lab).start(Before(), state=Laps())
+    started = time.monotonic()
+    events = list(run.stream(timeout=1))
+    assert time.monotonic() - started < BOUND
+    last = events[-1]
+    assert isinstance(last, Failed) and last.node_id == "Stuck" and "RunTimeout" in last.error_type, last
+    _assert_timed_out_at_its_head(run)
+    _release_and_check_nothing_late_is_written(run)
+    lab.close()
