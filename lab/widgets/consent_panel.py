@@ -86,8 +86,8 @@ class AnswerPanel:
         # view's own Step / Run continue) can be "answered elsewhere"
         owner = wait.owner if consent or asking else None
         before = self.shown_owner
-        if before is not None and before != owner and before != self.sent:
-            self.elsewhere = before  # it went away, and not by an answer from here
+        if before is not None and before != owner and before != self.sent and _answered(run, before):
+            self.elsewhere = before  # answered, and not from here (a rewind or a cancel is no answer)
         if owner is not None and owner != before:
             self.elsewhere = None  # a new wait to answer: the old news is over
         self.shown_owner = owner
@@ -205,6 +205,11 @@ class AnswerPanel:
 
         what = "Grant" if granting else "Answer"
         self._send(what, answer, "Granted:" if granting else "Answered:", lambda: setattr(self.answer, "value", ""))
+
+
+def _answered(run: Any, owner: str) -> bool:
+    """Whether the run's wait `owner` has its answer in the store (read only when a shown wait went away)."""
+    return any(w.owner == owner and w.resolution is not None for w in run.waits())
 
 
 def choices_of(wait: Any) -> list[dict[str, Any]]:

@@ -223,3 +223,17 @@ def test_the_views_own_step_past_a_breakpoint_is_not_answered_elsewhere(mem_lab)
     assert w.wait(30)
     assert run.status == "running" and run.next_stations == ("Inc",)  # Check ran
     assert "answered elsewhere" not in w.message.value, w.message.value
+
+
+def test_a_rewind_or_cancel_from_a_gate_is_not_answered_elsewhere(mem_lab):
+    """issue 25 item 2: a wait that goes away unanswered (the view's Rewind, a Cancel) is no answer."""
+    run = _parked(mem_lab, "ship5")
+    w = RunWidget(run)
+    w.slider.value = 0
+    w.rewind_btn.click()
+    assert run.head == 0 and run.status != "waiting"
+    assert "answered elsewhere" not in w.message.value, w.message.value
+    run2 = _parked(mem_lab, "ship6")
+    w2 = RunWidget(run2)
+    w2.cancel_btn.click()
+    assert run2.status == "cancelled" and "answered elsewhere" not in w2.message.value
