@@ -105,6 +105,7 @@ def test_run_with_a_timeout_returns_when_an_undeclared_station_blocks_its_thread
     lab = Lab(":memory:")
     g = stuck_graph(lab)
     run = g.start(Before(), state=Laps())
+    assert run.step().outcome == "settled"  # Before first: the timeout covers only the stuck station
     started = time.monotonic()
     run.run(timeout=1)
     assert time.monotonic() - started < BOUND
@@ -116,10 +117,12 @@ def test_run_with_a_timeout_returns_when_an_undeclared_station_blocks_its_thread
     _release_and_check_nothing_late_is_written(run)
     run.run()
     assert run.status == "done" and run.state.log == ["before", "stuck"] and run.output == 2
+    BLOCK.set()
+    RELEASE.clear()
+    third = g.start(Before(), state=Laps())
+    third.step()
     with pytest.raises(RunTimeout, match="blocking=True"):  # raising, as any timeout does when asked
-        BLOCK.set()
-        RELEASE.clear()
-        g.start(Before(), state=Laps()).run(timeout=1, raise_on_failure=True)
+        third.run(timeout=1, raise_on_failure=True)
     lab.close()
 
 
@@ -167,6 +170,7 @@ def test_the_async_form_on_the_callers_own_loop_leaves_that_loop_free_and_return
     lab = Lab(":memory:")
     g = stuck_graph(lab)
     run = g.start(Before(), state=Laps())
+    assert run.step().outcome == "settled"  # Before first: the timeout covers only the stuck station
     ticks = 0
 
     async def tick() -> None:
@@ -252,6 +256,7 @@ def test_a_run_stepping_beside_the_stuck_one_ends_interrupted_and_its_caller_ret
     while not beside.events("settled") and time.monotonic() < deadline:
         time.sleep(0.01)
     run = g.start(Before(), state=Laps())
+    assert run.step().outcome == "settled"  # Before first: the timeout covers only the stuck station
     run.run(timeout=1)
     _assert_timed_out_at_its_head(run)
     t.join(BOUND)
@@ -290,6 +295,7 @@ def test_a_stream_read_in_a_cell_ends_with_the_timeout_of_a_blocked_station() ->
 
     lab = Lab(":memory:")
     run = stuck_graph(lab).start(Before(), state=Laps())
+    assert run.step().outcome == "settled"  # Before first: the timeout covers only the stuck station
     started = time.monotonic()
     events = list(run.stream(timeout=1))
     assert time.monotonic() - started < BOUND
