@@ -299,6 +299,8 @@ class DuckDBStore(JobTables, Store):
         self._last_use = 0.0
         self._others_at = 0.0
         """When the journals of other processes were last folded here (`held()` always folds them)."""
+        self._live_journals = 1
+        """Journals of live processes at that fold (they may have written since); 1 until then."""
         self._watcher: threading.Thread | None = None
         self._lockfile: StoreLock | None = None
         self._journal: Journal | None = None
@@ -724,27 +726,24 @@ class DuckDBStore(JobTables, Store):
     def writer(self, run_id: str) -> Process | None:
         """The live process other than this one that writes `run_id`, or None (this one, none, or gone).
 
-        A writer found gone has journalled all it ever will: when it was alive at the fold here (it
-        died a moment ago), its journal is folded again, so whoever decides on the run next reads
-        every boundary it wrote, never a head it has passed (issue 24 item 2).
+        A writer found gone has journalled all it ever will. If it may have been alive at the fold
+        here (a live process's journal was read then, and it may have died a moment ago), every
+        journal is folded again, so whoever decides on the run next reads every boundary it wrote,
+        never a head it has passed (issue 24 item 2).
         """
-        before = self._writer_row(run_id, fold=False)
-        gone_before = before is not None and before != self.me and not before.is_alive()
         self.fold()  # every journal: a claim another process wrote a moment ago counts
-        proc = self._writer_row(run_id, fold=True)
-        if proc is None or proc == self.me:
+        with self._reading() as con:
+            row = con.execute("SELECT pid, host, started FROM writers WHERE run_id = ?", [run_id]).fetchone()
+        if row is None:
+            return None
+        proc = Process(int(row[0]), row[1], float(row[2]))
+        if proc == self.me:
             return None
         if proc.is_alive():
             return proc
-        if proc != before or not gone_before:
+        if self._live_journals:
             self.fold()
         return None
-
-    def _writer_row(self, run_id: str, *, fold: bool) -> Process | None:
-        """The process the `writers` table names for `run_id` (`fold=False`: as the tables hold it now)."""
-        with self._reading() if fold else self._session() as con:
-            row = con.execute("SELECT pid, host, started FROM writers WHERE run_id = ?", [run_id]).fetchone()
-        return None if row is None else Process(int(row[0]), row[1], float(row[2]))
 
     # -- folding -------------------------------------------------------------------------
 
@@ -777,6 +776,7 @@ class DuckDBStore(JobTables, Store):
         paths = journal_slots(self.path) if self._lockfile is not None and others else []
         if others:
             self._others_at = time.monotonic()
+            self._live_journals = 0
         if own is not None and own.path not in paths:
             paths.append(own.path)
         for path in paths:
@@ -785,6 +785,7 @@ class DuckDBStore(JobTables, Store):
                 ino, size, fd = own.identity(), own.written(), -2
             else:
                 fd = -1 if read_only else slot_is_free(path)
+                self._live_journals += fd == -1
                 try:
                     st = os.stat(path)
                 except OSError:
