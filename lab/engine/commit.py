@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pydantic_graph import EndMarker
+from pydantic_graph.node import EndNode
 
 from ..errors import CheckpointValueError, StateContractError
 from ..gates import StationContext, WaitSignal
@@ -136,7 +137,7 @@ def _blame(exc: StateContractError, outcome: StepOutcome, tasks: Sequence[Task])
             if target in s.next:
                 return s.task.node_id, f"output (the input of {target})"
     if outcome.end is not None and "End data" in str(exc):
-        source = next((s.task.node_id for s in outcome.settled if s.next), None)
+        source = next((s.task.node_id for s in outcome.settled if EndNode.id in s.next), None)
         if source is not None:
             return source, "End data"
     first = outcome.settled[0].task.node_id if outcome.settled else (tasks[0].node_id if tasks else "?")

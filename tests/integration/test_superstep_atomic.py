@@ -169,6 +169,32 @@ def test_a_parallel_step_whose_result_cannot_be_stored_fails_as_a_whole() -> Non
     assert run.status == "done" and sorted(run.output) == [10, 21]
 
 
+def test_a_parallel_step_whose_end_data_cannot_be_stored_names_the_branch_that_ended() -> None:
+    """Issue 24 item 6: End data the output type refuses fails the step as a whole, naming the branch."""
+    g = GraphBuilder(state_type=Shelf, output_type=int)
+
+    @g.step
+    async def slow(ctx: StepContext[Shelf, None, None]) -> int:
+        ctx.state.log.append("slow")
+        await asyncio.sleep(0.05)
+        return 1
+
+    @g.step
+    async def quick(ctx: StepContext[Shelf, None, None]) -> int:
+        ctx.state.log.append("quick")
+        return "not an int"  # type: ignore[return-value]
+
+    g.add(g.edge_from(g.start_node).to(slow, quick), g.edge_from(slow).to(g.end_node), g.edge_from(quick).to(g.end_node))
+    lab = Lab(":memory:")
+    run = lab.adopt(g.build(), name="bad_end").start(state=Shelf())
+    run.run()
+    assert run.status == "failed" and run.output is None and run.state.log == []
+    failed = run.events("failed")
+    assert len(failed) == 1 and failed[0].node_id == "quick"
+    assert "station quick's End data cannot be checkpointed" in failed[0].payload["message"]
+    assert not run.events("done") and lab.run(run.id).status == "failed"
+
+
 def test_a_failed_parallel_step_leaves_the_heads_join_value_as_it_was() -> None:
     """Issue 24 item 6: a join's value in the head's frontier is not changed by a step that failed,
     so run.retry() reduces each branch once (the output is native's, not a branch counted twice)."""
