@@ -355,6 +355,8 @@ class Run(Waits, TimeTravel, SuperSteps, Retries, Rescues):
 
     def record_progress(self, node_id: str, value: Any, details: dict[str, Any]) -> None:
         """A `progress` event from the node in flight (`report_progress`), written and streamed at once."""
+        if self._fence:  # a station abandoned on a blocked loop: it reports into a drive that is over
+            self._check_fence()
         task = self._task
         if task is None:
             return  # the drive is over (a blocking node still running after a timeout): nobody listens

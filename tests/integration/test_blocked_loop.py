@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from pydantic_graph import BaseNode, End, GraphRunContext
 
-from lab import Lab, LabGraph, RunTimeout
+from lab import Lab, LabGraph, RunTimeout, report_progress
 from tests.integration.control_graphs import Laps
 
 BLOCK = threading.Event()
@@ -303,4 +303,45 @@ def test_a_stream_read_in_a_cell_ends_with_the_timeout_of_a_blocked_station() ->
     assert isinstance(last, Failed) and last.node_id == "Stuck" and "RunTimeout" in last.error_type, last
     _assert_timed_out_at_its_head(run)
     _release_and_check_nothing_late_is_written(run)
+    lab.close()
+
+
+LATE = threading.Event()
+"""Set once the abandoned `Reporter` tried to report its progress."""
+
+
+@dataclass
+class Reporter(BaseNode[Laps, None, int]):
+    """Blocks its thread (first visit), then reports progress; a later visit waits until that happened."""
+
+    async def run(self, ctx: GraphRunContext[Laps, None]) -> End[int]:
+        if BLOCK.is_set():
+            THREADS.append(threading.current_thread())
+            while not RELEASE.is_set():
+                time.sleep(0.05)
+            try:
+                report_progress("late")
+            finally:
+                LATE.set()
+            return End(-1)
+        report_progress("live")
+        RELEASE.set()  # the abandoned visit returns while this drive is in flight
+        while not LATE.is_set():
+            await asyncio.sleep(0.01)
+        return End(1)
+
+
+def test_an_abandoned_station_reports_nothing_into_the_drive_that_came_after_it() -> None:
+    """Its `report_progress()` after it returns is refused, also while the run is driven again elsewhere."""
+    LATE.clear()
+    lab = Lab(":memory:")
+    g = lab.graph("reporter", state_type=Laps, output_type=int)
+    g.node(Reporter)
+    run = g.start(Reporter(), state=Laps())
+    run.run(timeout=1)
+    assert run.status == "failed" and (run.error or {}).get("type") == "lab.errors.RunTimeout"
+    BLOCK.clear()
+    run.run()
+    assert run.status == "done" and run.output == 1 and LATE.is_set()
+    assert [e.payload["value"] for e in run.events("progress")] == ["live"]
     lab.close()
