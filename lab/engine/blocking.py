@@ -6,6 +6,9 @@ fires, `cancel()` is not heard, and every other run of the kernel stops stepping
 station declared `blocking=True` is therefore run by `in_thread`: its coroutine runs to the end
 in a fresh thread with its own event loop, and the engine awaits only a future. The engine's
 await is what a timeout or `cancel()` interrupts, at once; the loop stays free for other runs.
+(An undeclared one is caught by the watchdog, `lab.engine.watchdog`, about a second after the
+deadline, at the price of the lab's loop: the runs driven on it beside the stuck one end
+`interrupted`. Declaring it is better.)
 
 What happens to the stuck node: Python cannot stop a thread, so the node keeps running on its
 thread until it returns or raises by itself. Its result is discarded (nobody awaits it any
