@@ -135,13 +135,15 @@ def _serve() -> None:
                 continue
         for loop in {w.loop for w in due}:
             mine = [w for w in due if w.loop is loop]
-            if responsive(loop) or _patience(mine):  # it runs (and handles the timeout or the cancellation itself)
-                with _cond:  # or it may be busy in the lab's own code: look again later
+            alive = responsive(loop)  # it runs: it handles the timeout or the cancellation itself
+            if alive or _patience(mine):  # or it is busy in the lab's own code: look again later
+                with _cond:
                     for w in mine:
                         w.due = time.monotonic() + GRACE
+                        w.since = None if alive else w.since
                 continue
             try:
-                _rescue(loop, "the call's timeout ran out" if any(_overdue(w) for w in due) else "cancel() was asked")
+                _rescue(loop, "the call's timeout ran out" if any(_overdue(w) for w in mine) else "cancel() was asked")
             except Exception:  # never let the watchdog die: later drives need it
                 log.exception("the watchdog could not settle the drives on a blocked loop")
 
