@@ -73,6 +73,9 @@ class SuperSteps:
     def step_settled(self: Run, outcome: StepOutcome) -> None:  # type: ignore[misc]
         from .run import StepResult
 
+        if not outcome.settled and not outcome.dropped and outcome.end is None and (outcome.parked or outcome.failed):
+            self._nothing_settled(outcome)  # no checkpoint that no step produced (issue 24 item 9)
+            return
         codec = self._built.codec
         end = outcome.end
         frontier: list[Any] = [] if end is not None else outcome.frontier
@@ -147,6 +150,15 @@ class SuperSteps:
             task, attempt, error = outcome.failed[0]
             self.failed(attempt=attempt, node_id=task.node_id, error=error)
         elif outcome.parked:
+            self.parked_tasks([(task.task_id, attempt, task.node_id, signal) for task, attempt, signal in outcome.parked])
+
+    def _nothing_settled(self: Run, outcome: StepOutcome) -> None:  # type: ignore[misc]
+        """Every task of the step failed or parked: the run fails or waits at its head, as a serial station does."""
+        self._task_contexts = {}
+        if outcome.failed:
+            task, attempt, error = outcome.failed[0]
+            self.failed(attempt=attempt, node_id=task.node_id, error=error)
+        else:
             self.parked_tasks([(task.task_id, attempt, task.node_id, signal) for task, attempt, signal in outcome.parked])
 
     def step_parked(self: Run, parked: Sequence[tuple[Task, int, WaitSignal]]) -> None:  # type: ignore[misc]

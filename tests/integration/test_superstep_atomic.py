@@ -316,6 +316,34 @@ def test_an_interrupting_model_node_writes_only_its_waiting_checkpoint() -> None
     assert all(seq in settled for seq in running)  # every running checkpoint is a step's
 
 
+def test_a_parallel_step_whose_branches_all_wait_writes_only_its_waiting_checkpoint() -> None:
+    """Issue 24 item 9 on the native parallel engine: when every task of a step parks, the step settled
+    nothing, so it writes no `running` checkpoint of its own: only the waiting one."""
+    g = GraphBuilder(state_type=Shelf, output_type=list[str])
+
+    @g.step
+    async def left(ctx: StepContext[Shelf, None, None]) -> str:
+        return "left " + interrupt("left?")
+
+    @g.step
+    async def right(ctx: StepContext[Shelf, None, None]) -> str:
+        return "right " + interrupt("right?")
+
+    both = g.join(reduce_list_append, initial_factory=list[str], node_id="both")
+    g.add(g.edge_from(g.start_node).to(left, right), g.edge_from(left, right).to(both), g.edge_from(both).to(g.end_node))
+    lab = Lab(":memory:")
+    run = lab.adopt(g.build(), name="two_asks").start(state=Shelf())
+    run.run()
+    assert run.status == "waiting"
+    assert [(cp.seq, cp.status) for cp in run.history()] == [(0, "created"), (1, "running"), (2, "waiting")]
+    settled = {e.checkpoint_seq for e in run.events("settled")}
+    assert all(cp.seq in settled for cp in run.history() if cp.status == "running")
+    for wait in run.head_waits:
+        run.resume_with(wait.node_id.upper(), owner=wait.owner)
+    run.run()
+    assert run.status == "done" and run.output == ["left LEFT", "right RIGHT"]
+
+
 # -- item 10: a step is one super-step of stations that do work ------------------------------------
 
 
