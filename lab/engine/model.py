@@ -98,7 +98,7 @@ async def drive_model(
             raise
         outcome = _commit(step, frontier, attempts, hooks)
         if isinstance(outcome, str):
-            return Stop(outcome, steps + (outcome == "waiting"))  # type: ignore[arg-type]
+            return Stop(outcome, steps)  # type: ignore[arg-type]  # nothing applied: not a step, as a serial park
         if any(t.node_id != StartNode.id for t in frontier):
             steps += 1  # the start's routing is checkpointed but is not a step (docs/run-control.md)
         if outcome.end is not None:

@@ -109,8 +109,8 @@ async def drive_steps(
             return Stop("failed", steps)
         if not commit(hooks, tasks, attempts, outcome):
             return Stop("failed", steps)
-        if not all(routing_only(native, t.node_id) for t in tasks):
-            steps += 1  # the start's routing is checkpointed but is not a step (docs/run-control.md)
+        if any(not routing_only(native, s.task.node_id) for s in outcome.settled):
+            steps += 1  # a station did work: the start's routing, or a step where all waited or failed, is not a step
         stop = _stop_after(hooks, outcome, steps)
         if stop is not None:
             return stop

@@ -18,7 +18,7 @@ import pytest
 from pydantic_graph import GraphBuilder, StepContext
 from pydantic_graph.join import ReducerContext, reduce_list_append
 
-from lab import Lab, Retry, RunStateError, interrupt
+from lab import CapabilityRequired, Lab, Retry, RunStateError, granted, interrupt
 from lab.reducers import add, append, last
 from tests.integration import superstep_worker
 
@@ -441,6 +441,26 @@ def test_a_parallel_graph_counts_super_steps_of_work() -> None:
     first = lg.start(state=Shelf()).step()
     assert first.node_id == "spread"
     assert [e.node_id for e in lab.store.events(run.id) if e.kind == "entered"] == ["__start__", "spread"]
+
+
+def test_a_model_step_that_waits_for_a_provided_capability_is_one_step() -> None:
+    """Issue 24 item 10: a step that parked applied nothing, so it is not a step (as a serial park):
+    step() on a node whose capability a provider grants runs that node, as on the serial engine."""
+    lab = Lab(":memory:")
+    lab.provide("gpu", lambda wait: "gpu-0")
+    g = lab.graph("needs_gpu", state_type=Box, model="superstep", reducers={"log": append})
+
+    @g.step
+    async def probe(ctx: StepContext[Box, None, None]) -> dict[str, Any]:
+        device = granted("gpu")
+        if device is None:
+            raise CapabilityRequired("gpu")
+        return {"log": [f"ran on {device}"]}
+
+    g.add(g.edge_from(g.start_node).to(probe), g.edge_from(probe).to(g.end_node))
+    run = g.start(inputs=None, state=Box())
+    result = run.step()
+    assert result.node_id == "probe" and run.status == "done" and run.state.log == ["ran on gpu-0"]
 
 
 # -- item 11: step() and run() give pydantic-graph's result for a reducer that reads state ---------
