@@ -36,7 +36,7 @@ from ..errors import (
 from ..manifest import Manifest
 from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord, utcnow
 from .base import Store
-from .holders import Process, StoreLock, claim_slot, journal_slots, slot_is_free, this_process
+from .holders import CountingLock, Process, StoreLock, claim_slot, journal_slots, slot_is_free, this_process
 from .jobs import JobTables
 from .journal import Journal, JournalDamagedError, scan, stamp
 from .schema import (
@@ -287,7 +287,8 @@ class DuckDBStore(JobTables, Store):
         self.recovery_done = read_only
         self.me: Process = this_process()
         """This process: the writer recorded for the runs it creates or takes over."""
-        self._lock = threading.RLock()
+        self._lock = CountingLock()
+        """This process's threads on the store, one at a time (a long lab.sql gives way to a waiting one)."""
         self._buffer: list[bytes] = []
         self._buffer_lines = 0
         self._buffer_durable = False
@@ -1094,20 +1095,21 @@ class DuckDBStore(JobTables, Store):
     def sql(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> duckdb.DuckDBPyRelation:
         """Run read-only SQL; returns a DuckDB relation (it prints and displays as a table).
 
-        Read-only by construction (sql_read.py). A query that another process waits behind is
-        interrupted and run again on a private copy of the tables it names, with the store let go.
+        Read-only by construction (sql_read.py). A query that another process (or another thread of
+        this one) waits behind is interrupted and run again on a private copy of the tables it
+        names, with the store let go.
         """
         args: Any = params if params else None
         with tempfile.TemporaryDirectory(prefix="graphlab-sql-") as tmp:
             with self._reading() as con:
                 inner = check_statement(con, query, args)
                 explain = inner is not query
-                # no process waits behind an in-memory store, nor behind a reader (it holds the lock shared)
-                wanted = None if self._lockfile is None or self.read_only else self._lockfile.wanted
+                # nobody waits behind a reader (the CLI: one thread, the lock file held shared)
+                wanted = None if self.read_only else self._waited_for
                 rel = run_to_private(con, query, args, explain=explain, tmp=tmp, wanted=wanted)
                 if rel is not None:
                     return rel
-                # another process waits for the store: copy what the query reads, then let go (issue 24 item 3)
+                # another process or thread waits for the store: copy what the query reads, let go (issue 24 item 3)
                 present = [
                     r[0]
                     for r in con.execute(
@@ -1124,6 +1126,10 @@ class DuckDBStore(JobTables, Store):
                 copy_con.close()
             assert rel is not None
             return rel
+
+    def _waited_for(self) -> bool:
+        """Another thread of this process, or another process, waits for the store."""
+        return self._lock.waiting > 0 or (self._lockfile is not None and self._lockfile.wanted())
 
     def seqs(self, run_id: str) -> list[int]:
         """Every checkpoint sequence number of a run, ascending."""

@@ -17,6 +17,7 @@ import fcntl
 import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 
 from ..errors import StoreLockedError
 
-__all__ = ("Process", "StoreLock", "this_process", "journal_slots", "claim_slot", "slot_is_free")
+__all__ = ("CountingLock", "Process", "StoreLock", "this_process", "journal_slots", "claim_slot", "slot_is_free")
 
 _SLOT = re.compile(r"\.journal(\.\d+)?$")
 
@@ -92,6 +93,42 @@ def this_process() -> Process:
     if _ME is None or _ME.pid != os.getpid():  # after a fork the child is another process
         _ME = Process(os.getpid(), _HOST, _started(os.getpid()) or 0.0)
     return _ME
+
+
+class CountingLock:
+    """A re-entrant lock for a store's threads that counts those waiting for it.
+
+    A long `lab.sql` holding it gives way once `waiting` is above zero (sql_read.py), as it does
+    for another process waiting for the store's lock file.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._count = threading.Lock()
+        self.waiting = 0
+
+    def acquire(self, blocking: bool = True) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        if not blocking:
+            return False
+        with self._count:
+            self.waiting += 1
+        try:
+            return self._lock.acquire()
+        finally:
+            with self._count:
+                self.waiting -= 1
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> CountingLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 class StoreLock:

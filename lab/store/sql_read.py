@@ -7,10 +7,11 @@ the result is copied into a private in-memory database with file access off, so 
 relation (`rel.query(...)`, `rel.create(...)`) reaches nothing of the store.
 
 A query runs on the store's file while the store's lock is held. When another process asks for
-the lock while the query runs (it holds `lock-wait`, see holders.py) and the query has run for
-`GRACE` seconds, the query is interrupted, the tables it names are copied into a private file,
-the lock is let go, and the query runs again on the copy (issue 24 item 3): the other process
-waits for a copy of what the query reads, never for the query.
+the lock while the query runs (it holds `lock-wait`, see holders.py), or another thread of this
+process waits for the store (a run stepping on the lab's loop, a view refreshing), and the query
+has run for `GRACE` seconds, the query is interrupted, the tables it names are copied into a
+private file, the lock is let go, and the query runs again on the copy (issue 24 item 3): the
+others wait for a copy of what the query reads, never for the query.
 """
 
 from __future__ import annotations
