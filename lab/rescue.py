@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .engine import watchdog
 from .engine.loop import LoopBlockedError, delegate, on_lab_loop
 from .errors import RunTimeout
+from .events import running_run
 
 if TYPE_CHECKING:
     from .engine.watchdog import Watch
@@ -139,8 +140,9 @@ class Rescues:
 
     def _hand_off(self: Run) -> bool:  # type: ignore[misc]
         """Whether an async call must drive on the lab's loop: it is made on another loop (the notebook's),
-        unless a stream reads this run there (its reader's queue and backpressure live on that loop)."""
-        return self._between is None and not on_lab_loop()
+        unless a stream reads this run there (its reader's queue and backpressure live on that loop) or a
+        station calls it (a subgraph's child runs where its parent's station runs, as it always did)."""
+        return self._between is None and running_run.get() is None and not on_lab_loop()
 
     async def _handed(self: Run, coro: Coroutine[Any, Any, Any], raise_on_failure: bool | None) -> Any:  # type: ignore[misc]
         """Await `coro` (this run's async call) on the lab's loop; None if the watchdog settled it there."""

@@ -345,3 +345,28 @@ def test_an_abandoned_station_reports_nothing_into_the_drive_that_came_after_it(
     assert run.status == "done" and run.output == 1 and LATE.is_set()
     assert [e.payload["value"] for e in run.events("progress")] == ["live"]
     lab.close()
+
+
+def test_the_async_forms_keep_contexts_streams_and_subgraphs_on_the_callers_loop_as_before() -> None:
+    """The hand-off to the lab's loop changes nothing a caller sees: an `async for` over a parent's
+    stream has its subgraph child's events nested (the child runs where its parent's station runs)."""
+    from lab.events import Completed, NodeStarted, SubgraphEvent
+    from tests.integration.control_graphs import CHILD, Prepare, child_graph, parent_graph
+
+    BLOCK.clear()
+    lab = Lab(":memory:")
+    CHILD["graph"] = child_graph(lab)
+    parent = parent_graph(lab).start(Prepare(), state=Laps())
+
+    async def read(stream: Any) -> list[Any]:
+        return [ev async for ev in stream]
+
+    first = asyncio.run(read(parent.stream()))
+    assert [ev.event.node_id for ev in first if isinstance(ev, SubgraphEvent) and isinstance(ev.event, NodeStarted)] == [
+        "Intro",
+        "AskName",
+    ]
+    parent.resume_with("Bo")
+    second = asyncio.run(read(parent.stream()))
+    assert isinstance(second[-1], Completed) and second[-1].output == "hello Bo"
+    lab.close()
