@@ -76,6 +76,7 @@ def test_a_large_state_is_stored_and_read_back_everywhere(tmp_path, mb):
         history = resumed.history()
         assert [len(cp.state["blob"]) for cp in history] == [0, size, size]
         assert history[-1].state["blob"] == big_state_worker.blob(mb, "END2")
+        assert resumed.state_at(1).blob == big_state_worker.blob(mb, "END1")
         assert [r.status for r in again.runs()] == ["done"]
     finally:
         again.close()
