@@ -1117,7 +1117,7 @@ class DuckDBStore(JobTables, Store):
                         "AND schema_name = 'main'"
                     ).fetchall()
                 ]
-                copy = os.path.join(tmp, "copy.duckdb")
+                copy = os.path.join(tmp, f"{_DB}.duckdb")  # its name, so a query naming the store works on it
                 copy_tables(con, inner, present, copy)
             copy_con = open_copy(copy)
             try:
