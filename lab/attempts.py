@@ -9,15 +9,27 @@ failed (a retry policy's `retry` event, or a `failed` event before `run.retry()`
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from .errors import StoreError
 from .records import EventRecord
 
 __all__ = ("try_number",)
 
 
-def try_number(events: Iterable[EventRecord], node_id: str | None, head: int | None) -> int:
-    """The try of `node_id` from checkpoint `head` that is failing now (1 for the first)."""
+def try_number(
+    read_events: Callable[[], Iterable[EventRecord]], node_id: str | None, head: int | None, *, seen: int = 0
+) -> int:
+    """The try of `node_id` from checkpoint `head` that is failing now (1 for the first).
+
+    The events are read from the store; when the store cannot be read (a full disk fails the
+    fold too), the count falls back to `seen`, the failed tries this call made itself, so
+    recording the failure never fails on reading it.
+    """
+    try:
+        events = read_events()
+    except StoreError:
+        return seen + 1
     earlier = 0
     for ev in events:
         if ev.node_id != node_id or ev.checkpoint_seq != head:

@@ -735,7 +735,9 @@ class Run(Waits, TimeTravel, SuperSteps, Retries, Rescues):
         nid = node_id or (self.next_stations[0] if self.next_stations else None)
         err = {
             "node_id": nid,
-            "attempt": None if attempt is None else try_number(self.lab.store.events(self.id), nid, self._head),
+            "attempt": None
+            if attempt is None
+            else try_number(lambda: self.lab.store.events(self.id), nid, self._head, seen=self._tries.get(nid or "", 0)),
             "entered_seq": attempt,
             "type": f"{type(error).__module__}.{type(error).__qualname__}",
             "message": str(error),
@@ -867,7 +869,9 @@ class Run(Waits, TimeTravel, SuperSteps, Retries, Rescues):
     def failed(self, *, attempt: int, node_id: str, error: BaseException) -> None:
         err = {
             "node_id": node_id,
-            "attempt": try_number(self.lab.store.events(self.id), node_id, self._head),  # the try, from 1
+            "attempt": try_number(  # the try, from 1
+                lambda: self.lab.store.events(self.id), node_id, self._head, seen=self._tries.get(node_id, 0)
+            ),
             "entered_seq": attempt,  # the event seq of its `entered` (the events' `attempt` column)
             "type": f"{type(error).__module__}.{type(error).__qualname__}",
             "message": str(error),
