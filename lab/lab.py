@@ -127,6 +127,7 @@ class Lab:
         fsync: bool | None = None,
         budgets: Budgets | None = None,
         raise_on_failure: bool | None = None,
+        sql_url: str | None = None,
     ):
         global _current
         if durability not in ("step", "batch"):
@@ -143,7 +144,14 @@ class Lab:
         """Capability budgets of new runs, unless their graph sets its own (seed 001 default limits)."""
         if raise_on_failure is not None and not isinstance(raise_on_failure, bool):
             raise ArgumentError(f"Lab(raise_on_failure={raise_on_failure!r}): pass True or False")
+        if sql_url is not None and not is_postgres_url(self.path):
+            raise ArgumentError(
+                f"Lab(sql_url=...): only a PostgreSQL store takes a read role for lab.sql; {self.path} is a DuckDB "
+                "store, whose lab.sql already refuses every write: leave sql_url out"
+            )
         self.store: Store = open_location(self.path, fsync=fsync)
+        if sql_url is not None:  # lab.sql connects as this role: a least-privilege reader (docs/scale.md)
+            self.store.use_sql_url(sql_url)  # type: ignore[attr-defined]
         self._graphs: dict[str, LabGraph] = {} if self.path == MEMORY else _graphs_of.setdefault(self.store, {})
         self._settings: dict[str, Any] = (
             {} if self.path == MEMORY else _settings_of.setdefault(self.store, {})

@@ -27,7 +27,7 @@ import psycopg
 import pytest
 
 from lab import Lab
-from lab.errors import RunOwnedError, StoreError, StoreQueryError
+from lab.errors import ArgumentError, RunOwnedError, StoreError, StoreQueryError
 from lab.store import postgres_store
 from lab.store.postgres_schema import MIGRATE_LOCK, WRITER_LOCK
 from tests.store.graphs import Count, Tally, declare_tally
@@ -304,6 +304,8 @@ def test_sql_can_run_as_a_least_privilege_read_role(pg_url: str) -> None:
         with pytest.raises(StoreQueryError, match="permission denied"):
             lab.sql("select * from secret")
         assert lab.store.sql_url.startswith(f"postgresql://{role}@")
+        with Lab(pg_url, sql_url=pg_url.replace("postgres@", f"{role}@")) as other:  # the same, when opening
+            assert other.sql("select current_user").fetchall() == [(role,)]
     finally:
         lab.close()
         with psycopg.connect(pg_url, autocommit=True) as admin:
@@ -312,3 +314,10 @@ def test_sql_can_run_as_a_least_privilege_read_role(pg_url: str) -> None:
             )
             admin.execute(f"DROP OWNED BY {role}")
             admin.execute(f"DROP ROLE {role}")
+
+
+def test_sql_url_on_a_duckdb_store_is_refused_before_opening(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A read role is a PostgreSQL idea: on DuckDB the argument is refused, naming why."""
+    with pytest.raises(ArgumentError, match="only a PostgreSQL store takes a read role"):
+        Lab(tmp_path / "lab.duckdb", sql_url="postgresql://reader@localhost/x")
+    assert not (tmp_path / "lab.duckdb").exists()
