@@ -30,12 +30,23 @@ import asyncio
 import concurrent.futures
 import contextvars
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
 from ..errors import LabError
 
-__all__ = ("Call", "LoopBlockedError", "abandon", "delegate", "lab_loop", "on_lab_loop", "responsive", "run_sync", "submit")
+__all__ = (
+    "Call",
+    "LoopBlockedError",
+    "abandon",
+    "delegate",
+    "lab_loop",
+    "on_blocked",
+    "on_lab_loop",
+    "responsive",
+    "run_sync",
+    "submit",
+)
 
 T = TypeVar("T")
 
@@ -235,14 +246,23 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     raise escaped  # outside the handler, so it does not chain the carrier
 
 
+_unblock: Callable[[asyncio.AbstractEventLoop, str], None] | None = None
+"""Who settles the drives of a loop found blocked (the watchdog, which needs this module and so
+registers itself with `on_blocked` when imported: the arrow points one way)."""
+
+
+def on_blocked(settle: Callable[[asyncio.AbstractEventLoop, str], None]) -> None:
+    """Have `settle(loop, why)` settle every drive on a loop a caller found blocked (Ctrl-C)."""
+    global _unblock
+    _unblock = settle
+
+
 def _unwind(call: Call[Any]) -> None:
     """Wait for a cancelled call to record its abort; if its loop is blocked, have the watchdog settle it."""
     if concurrent.futures.wait([call.future], timeout=GRACE).done:
         return
-    if not responsive(call.loop):
-        from .watchdog import unblock  # the watchdog needs this module: imported when first needed
-
-        unblock(call.loop, "a KeyboardInterrupt (Ctrl-C)")
+    if not responsive(call.loop) and _unblock is not None:
+        _unblock(call.loop, "a KeyboardInterrupt (Ctrl-C)")
         return
     concurrent.futures.wait([call.future], timeout=_UNWIND)
 

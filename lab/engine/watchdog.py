@@ -36,7 +36,7 @@ import time
 from types import FrameType
 from typing import Protocol
 
-from .loop import GRACE, abandon, loop_thread, responsive
+from .loop import GRACE, abandon, loop_thread, on_blocked, responsive
 
 __all__ = ("PATIENCE", "Stuck", "Watch", "ask", "leave", "unblock", "watch")
 
@@ -114,6 +114,9 @@ def ask(w: Watch | None) -> None:
 def unblock(loop: asyncio.AbstractEventLoop, why: str) -> None:
     """Settle every drive on `loop`, found blocked by a caller (Ctrl-C), and abandon it."""
     _rescue(loop, why)
+
+
+on_blocked(unblock)  # a caller's Ctrl-C on a blocked loop (lab.engine.loop) comes here
 
 
 def _wake() -> None:  # with _cond held
