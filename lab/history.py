@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any, overload
 
 from pydantic import BaseModel, ValidationError
 
+from .current import note_run
 from .diff import StateDiff, diff_json
 from .engine.tasks import JoinAcc, node_id_of
 from .errors import CheckpointError, GraphDefinitionError, RunStateError, StateEditError
 from .records import CheckpointRecord, EventRecord, RunRecord
+from .run_values import new_run_id
 
 if TYPE_CHECKING:
     from .graph import BuiltGraph
@@ -256,8 +258,6 @@ class TimeTravel:
         `revision="current"` moves the fork onto the graph as defined now: fix a node's code in a
         cell and re-run from the middle. `state=` replaces the copied state (validated).
         """
-        from .run import Run, new_run_id
-
         seq = self._head if seq is None else seq
         assert seq is not None
         rec = self._record(seq)
@@ -315,7 +315,7 @@ class TimeTravel:
         if self._writer is None:  # the parent's own events are numbered by the process that advances it
             rows.append(self._event_row("fork", checkpoint_seq=seq, payload={"child_run": child_id, "revision": target.revision}))
         store.write(rows)
-        run = Run(
+        run = type(self)(
             self.lab,
             self.graph,
             target,
@@ -330,9 +330,7 @@ class TimeTravel:
             counters=cp.counters,  # a fork starts a fresh budget with the same limits
         )
         self.lab._live[child_id] = run
-        from .lab import _note_run
-
-        _note_run(run)
+        note_run(run)
         return run
 
     def diff(self: Run, a: int, b: int) -> StateDiff:  # type: ignore[misc]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import duckdb
 
+from .current import current_run, note_run
 from .diff import StateDiff, diff_json
 from .errors import (
     ArgumentError,
@@ -67,21 +68,6 @@ def _run_id(run_id: Any, call: str) -> str:
 def current_lab() -> Lab | None:
     """The last `Lab` created in this process (the kernel extension acts on it)."""
     return _current
-
-
-_current_run: Run | None = None
-
-
-def current_run() -> Run | None:
-    """The run last started, forked or resumed in this process (the kernel extension acts on it)."""
-    return _current_run
-
-
-def note_run(run: Run | None) -> None:
-    """Record `run` as the current run (called by `g.start`, `run.fork` and `lab.resume`; a subgraph
-    puts the parent's back after starting its child)."""
-    global _current_run
-    _current_run = run
 
 
 _note_run = note_run  # the name older callers import

@@ -10,15 +10,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import secrets
 import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic_graph import EndMarker
 
@@ -45,6 +43,7 @@ from .limits import UNSET, Limits, check_step_limit, check_timeout
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
 from .rescue import Rescues
 from .retry import Retries
+from .run_values import Outcome, StepResult, new_run_id
 from .steps import SuperSteps
 from .usage import raised_from_caller
 from .waits import Budgets, Waits
@@ -54,48 +53,13 @@ if TYPE_CHECKING:
     from .lab import Lab
     from .store.holders import Process
 
-__all__ = ("Run", "StepResult", "new_run_id")
+__all__ = ("Outcome", "Run", "StepResult", "new_run_id")
 
 log = logging.getLogger(__name__)
-
-Outcome = Literal["settled", "done", "failed", "cancelled", "interrupted", "paused", "waiting"]
 
 _LIMIT_ERRORS = (f"{StepLimitError.__module__}.{StepLimitError.__qualname__}", f"{RunTimeout.__module__}.{RunTimeout.__qualname__}")
 """Failures of a run's bounds, not of a station: `run.run()` continues such a run directly."""
 
-
-def new_run_id() -> str:
-    """Time-ordered and URL-safe: sorts by creation, unique without coordination."""
-    return f"run-{time.time_ns() // 1_000_000:012x}-{secrets.token_hex(3)}"
-
-
-@dataclass(frozen=True, slots=True)
-class StepResult:
-    """What one `run.step()` did."""
-
-    node_id: str | None
-    outcome: Outcome
-    seq: int | None
-    """The checkpoint the step wrote (the new head), if it settled."""
-    next: tuple[str, ...]
-    output: Any = None
-    error: str | None = None
-    tasks: tuple[str, ...] = ()
-    """A parallel run's super-step: the station of every task that settled in it."""
-
-    def __repr__(self) -> str:
-        bits = [f"{self.node_id} {self.outcome}"]
-        if len(self.tasks) > 1:
-            bits.append("tasks " + ", ".join(self.tasks))
-        if self.seq is not None:
-            bits.append(f"checkpoint {self.seq}")
-        if self.next:
-            bits.append("next " + ", ".join(self.next))
-        if self.outcome == "done":
-            bits.append(f"output {self.output!r}")
-        if self.error:
-            bits.append(self.error)
-        return "<StepResult " + "; ".join(bits) + ">"
 
 
 class Run(Waits, TimeTravel, SuperSteps, Retries, Rescues):

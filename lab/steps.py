@@ -17,6 +17,7 @@ from .engine.commit import StepOutcome
 from .engine.tasks import JoinAcc, Task
 from .errors import CheckpointValueError, StateContractError
 from .gates import StationContext, WaitSignal
+from .run_values import StepResult
 
 if TYPE_CHECKING:
     from .records import Status
@@ -71,8 +72,6 @@ class SuperSteps:
         return attempts
 
     def step_settled(self: Run, outcome: StepOutcome) -> None:  # type: ignore[misc]
-        from .run import StepResult
-
         if not outcome.settled and not outcome.dropped and outcome.end is None and (outcome.parked or outcome.failed):
             self._nothing_settled(outcome)  # no checkpoint that no step produced (issue 24 item 9)
             return

@@ -44,6 +44,7 @@ from .errors import (
 )
 from .gates import CapabilityRequired, StationContext, Verdict, WaitSignal
 from .records import CheckpointRecord, PendingStation, WaitKind, WaitRecord
+from .run_values import StepResult
 
 if TYPE_CHECKING:
     from .run import Run
@@ -372,8 +373,6 @@ class Waits:
         if held is not None and held.kind == "delegate" and held.resolution is None:
             # the station's agent job has no adopted outcome (it was LOST while awaited): stay parked,
             # never submit again on our own (seed 001: LOST never authorizes automatic repetition)
-            from .run import StepResult
-
             self._last = StepResult(held.node_id, "waiting", self._head, self.next_stations)
             return None
         if node_id in self._breakpoints["before"]:
@@ -504,8 +503,6 @@ class Waits:
         self._wait = waits[0]
         self._head_waits = waits if len(waits) > 1 else []
         self._resume = None
-        from .run import StepResult
-
         self._last = StepResult(waits[0].node_id, "waiting", seq, self.next_stations, tasks=tuple(w.node_id for w in waits))
         for item, wait in zip(items, waits, strict=True):
             if item.get("signal") is not None:
