@@ -1,8 +1,8 @@
-"""Smoke test of `python -m lab.bench_agents`: it runs every variant and reports; timing is never asserted."""
+"""Smoke test of `python -m lab.bench.agents`: it runs every variant and reports; timing is never asserted."""
 
 from __future__ import annotations
 
-from lab.bench_agents import agents_markdown, run_agent_benchmark
+from lab.bench.agents import agents_markdown, run_agent_benchmark
 
 
 def test_agent_benchmark_reports_the_agent_and_the_station():

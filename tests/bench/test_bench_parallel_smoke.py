@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from lab import bench
-from lab.bench_parallel import TARGET, WIDTH, parallel_markdown, run_parallel_benchmark
+from lab.bench import cli
+from lab.bench.parallel import TARGET, WIDTH, parallel_markdown, run_parallel_benchmark
 
 
 def test_parallel_benchmark_reports_both_variants(tmp_path):
@@ -20,6 +20,6 @@ def test_parallel_benchmark_reports_both_variants(tmp_path):
 
 
 def test_main_prints_the_parallel_table(capsys):
-    assert bench.main(["--repeat", "1", "--warmup", "0", "--only", "parallel"]) == 0
+    assert cli.main(["--repeat", "1", "--warmup", "0", "--only", "parallel"]) == 0
     out = capsys.readouterr().out
     assert "16-wide map + join" in out and "| variant |" in out

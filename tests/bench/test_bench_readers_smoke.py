@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from lab import bench_readers
+from lab.bench import readers as bench_readers
 
 
 def test_a_reader_in_a_second_process_reports_while_the_first_steps(tmp_path):

@@ -1,8 +1,8 @@
-"""Smoke test of `python -m lab.bench_render`: every measure runs and reports; timing is never asserted."""
+"""Smoke test of `python -m lab.bench.render`: every measure runs and reports; timing is never asserted."""
 
 from __future__ import annotations
 
-from lab import bench_render
+from lab.bench import render as bench_render
 
 
 def test_render_benchmark_reports_every_measure(capsys):

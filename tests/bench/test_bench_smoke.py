@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 
-from lab import bench
+from lab.bench import cli, serial
+from lab.bench.profile import profile_lab_step
 
 
 def test_benchmark_reports_every_variant(tmp_path):
-    report = bench.run_benchmark(visits=50, repeat=1, warmup=0, workdir=os.fspath(tmp_path))
+    report = serial.run_benchmark(visits=50, repeat=1, warmup=0, workdir=os.fspath(tmp_path))
 
-    assert list(report.variants) == [v.key for v in bench.VARIANTS]
+    assert list(report.variants) == [v.key for v in serial.VARIANTS]
     for key, v in report.variants.items():
         assert v.error is None, f"{key}: {v.error}"
         assert len(v.seconds) == 1, key
@@ -27,14 +28,14 @@ def test_benchmark_reports_every_variant(tmp_path):
     assert report.sync_us is not None and report.sync_us > 0
     assert set(report.machine) >= {"platform", "cpus", "python", "pydantic-graph", "duckdb"}
 
-    table = bench.to_markdown(report)
-    assert table.count("\n| ") == len(bench.VARIANTS) + 1  # header row and one row per variant
-    for v in bench.VARIANTS:
+    table = serial.to_markdown(report)
+    assert table.count("\n| ") == len(serial.VARIANTS) + 1  # header row and one row per variant
+    for v in serial.VARIANTS:
         assert v.label in table
 
 
 def test_only_keeps_the_floor(tmp_path):
-    report = bench.run_benchmark(
+    report = serial.run_benchmark(
         visits=10, repeat=1, warmup=0, only=["lab_batch"], workdir=os.fspath(tmp_path)
     )
     assert list(report.variants) == ["floor", "lab_batch"]
@@ -42,11 +43,20 @@ def test_only_keeps_the_floor(tmp_path):
 
 
 def test_main_exits_zero(capsys):
-    assert bench.main(["--visits", "10", "--repeat", "1", "--warmup", "0", "--only", "lab_memory"]) == 0
+    assert cli.main(["--visits", "10", "--repeat", "1", "--warmup", "0", "--only", "lab_memory"]) == 0
     out = capsys.readouterr().out
     assert "| variant |" in out and "Machine:" in out
 
 
 def test_profile_names_lab_code():
-    text = bench.profile_lab_step(visits=20, runs=1, top=5)
+    text = profile_lab_step(visits=20, runs=1, top=5)
     assert "functions in" in text and "lab/run.py" in text
+
+
+def test_profile_sees_the_engine_and_the_store():
+    """issue 26 (benchmarks package): the drive runs on the lab's loop thread, so the profile is
+    taken there; profiled from the caller's thread it saw only the hand-over, never the engine."""
+    text = profile_lab_step(visits=20, runs=1, top=200)
+    lab_rows = text.split("== functions in", 1)[1]
+    assert "lab/engine/" in lab_rows and "lab/store/" in lab_rows
+    assert "lab/bench/" not in lab_rows

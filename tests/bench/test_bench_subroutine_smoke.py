@@ -1,8 +1,8 @@
-"""Smoke test of `python -m lab.bench_subroutine`: every row runs and reports; timing is never asserted."""
+"""Smoke test of `python -m lab.bench.subroutine`: every row runs and reports; timing is never asserted."""
 
 from __future__ import annotations
 
-from lab import bench_subroutine
+from lab.bench import subroutine as bench_subroutine
 
 
 def test_subroutine_benchmark_reports_every_row(capsys):

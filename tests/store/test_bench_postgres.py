@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from lab import bench
+from lab.bench import serial as bench
 
 
 def test_the_postgres_row_is_measured_beside_the_duckdb_rows(pg_url: str, tmp_path) -> None:

@@ -1,4 +1,4 @@
-"""`python -m lab.bench_history`: time travel on a long run, on a DuckDB file.
+"""`python -m lab.bench.history`: time travel on a long run, on a DuckDB file.
 
 Builds one run of `--checkpoints` boundaries (default 100,000) with `durability="batch"`, then
 measures loading the state at random checkpoints, listing the current branch's history, and
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from pydantic_graph import BaseNode, End, GraphRunContext
 
-from . import Lab
+from .. import Lab
 
 __all__ = ("main", "measure")
 
@@ -80,7 +80,7 @@ def measure(checkpoints: int = 100_000, samples: int = 200, seed: int = 7) -> di
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.bench_history", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m lab.bench.history", description=__doc__)
     parser.add_argument("--checkpoints", type=int, default=100_000)
     parser.add_argument("--samples", type=int, default=200)
     args = parser.parse_args(argv)

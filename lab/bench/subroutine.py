@@ -1,4 +1,4 @@
-"""`python -m lab.bench_subroutine`: what a subroutine costs against raw pydantic-graph (seed 000).
+"""`python -m lab.bench.subroutine`: what a subroutine costs against raw pydantic-graph (seed 000).
 
 Measures, in one process, per station (median of `--runs` runs of a loop that visits
 `--visits` stations):
@@ -32,8 +32,8 @@ from typing import Any
 
 from pydantic_graph import BaseNode, End, GraphBuilder, GraphRunContext
 
-from . import Lab
-from .subroutine import FeatureState, FeatureSuccess, Success, Workflow, define
+from .. import Lab
+from ..subroutine import FeatureState, FeatureSuccess, Success, Workflow, define
 
 __all__ = ("main", "measure", "workflow_child")
 
@@ -182,14 +182,14 @@ def measure(visits: int = 20, runs: int = 30, workflow: int = 2) -> dict[str, fl
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m lab.bench_subroutine", description=__doc__.splitlines()[0]
+        prog="python -m lab.bench.subroutine", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--visits", type=int, default=20, help="stations per run of the loop")
     parser.add_argument("--runs", type=int, default=30, help="runs per row (median)")
     parser.add_argument("--workflow", type=int, default=2, help="Workflow calls (each starts an interpreter)")
     args = parser.parse_args(argv)
     # under `python -m` this file is __main__; the Workflow child must be importable by its module name
-    bench = importlib.import_module("lab.bench_subroutine")
+    bench = importlib.import_module("lab.bench.subroutine")
     rows = bench.measure(args.visits, args.runs, args.workflow)
     raw = rows["raw pydantic-graph"]
     print(

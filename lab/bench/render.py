@@ -1,4 +1,4 @@
-"""`python -m lab.bench_render`: the cost of drawing a run live, on a 50-station graph.
+"""`python -m lab.bench.render`: the cost of drawing a run live, on a 50-station graph.
 
 Measures, for a graph of `--stations` stations (default 50: a chain with side branches and
 loops back, so edges cross and `dot` has real work):
@@ -30,8 +30,8 @@ from typing import Any
 from pydantic_graph import BaseNode, End, GraphRunContext, StepContext
 from pydantic_graph.join import reduce_list_append
 
-from . import Lab
-from .render import clear_layout_cache, layout, overlay_from_path, spec_for
+from .. import Lab
+from ..render import clear_layout_cache, layout, overlay_from_path, spec_for
 
 __all__ = ("main", "measure", "declare_stations")
 
@@ -126,7 +126,7 @@ def _quantiles(ms: list[float]) -> dict[str, float]:
 
 def measure(stations: int = 50, steps: int = 300, layouts: int = 7) -> dict[str, dict[str, float]]:
     """Time the three measures; milliseconds."""
-    from .widgets import GraphView, RunWidget
+    from ..widgets import GraphView, RunWidget
 
     out: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp, _PackingComm() as packing:
@@ -202,7 +202,7 @@ def declare_map_loop(lab: Lab, width: int) -> Any:
 
 def measure_parallel(width: int = 16, steps: int = 60) -> dict[str, dict[str, float]]:
     """A map of `width` in a loop on the super-step engine: restyle + push and refresh per step; ms."""
-    from .widgets import RunWidget
+    from ..widgets import RunWidget
 
     out: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp, _PackingComm():
@@ -211,7 +211,8 @@ def measure_parallel(width: int = 16, steps: int = 60) -> dict[str, dict[str, fl
             g = declare_map_loop(lab, width)
             run = g.start(inputs=list(range(width)), state=Rounds(limit=steps))
             w = RunWidget(run)
-            assert w._steps is not None, "the map loop should run on the super-step engine"
+            # the timeline scrubs by super-step only when the run is drawn as whole frontiers
+            assert w.slider.description == "step", "the map loop should run on the super-step engine"
             refresh, restyle = [], []
             lit = 0
             while run.status != "done" and len(refresh) < steps:
@@ -219,9 +220,8 @@ def measure_parallel(width: int = 16, steps: int = 60) -> dict[str, dict[str, fl
                 t = time.perf_counter()
                 w.refresh()
                 refresh.append((time.perf_counter() - t) * 1000)
-                seqs = list(w._seqs)
                 t = time.perf_counter()
-                ov = w._steps.overlay(seqs)
+                ov = w.overlay_at(w.slider.max)  # the head's super-step, every task of its frontier lit
                 w.graph.show(ov)
                 restyle.append((time.perf_counter() - t) * 1000)
                 lit = max(lit, ov.tasks.get("square", 0))
@@ -235,7 +235,7 @@ def measure_parallel(width: int = 16, steps: int = 60) -> dict[str, dict[str, fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lab.bench_render", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m lab.bench.render", description=__doc__.splitlines()[0])
     ap.add_argument("--stations", type=int, default=50)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--layouts", type=int, default=7)

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pydantic_graph import Graph, GraphBuilder, StepContext
 from pydantic_graph.join import reduce_list_append
 
+from .. import Lab
+
 __all__ = ("WIDTH", "TARGET", "ParallelReport", "map_join_graph", "run_parallel_benchmark", "parallel_markdown")
 
 WIDTH = 16
@@ -81,8 +83,6 @@ class ParallelReport:
 
 def run_parallel_benchmark(width: int = WIDTH, repeat: int = 7, warmup: int = 1, *, workdir: str | None = None) -> ParallelReport:
     """Time the native run and the lab run `repeat` times each, round-robin, after `warmup` untimed runs."""
-    from .lab import Lab
-
     report = ParallelReport(width, repeat)
     inputs = list(range(width))
     expected = [i * 2 for i in inputs]

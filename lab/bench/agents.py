@@ -1,4 +1,4 @@
-"""`python -m lab.bench_agents`: what a delegated agent station costs, against the agent run alone.
+"""`python -m lab.bench.agents`: what a delegated agent station costs, against the agent run alone.
 
 One pydantic-ai agent on `FunctionModel` (one model round, the result through the output tool:
 no network, no sleep), timed three ways, round-robin so machine noise hits them alike:
@@ -51,7 +51,7 @@ def _make_agent() -> Any:
 
 
 bench_agent = None
-"""The agent a worker subprocess imports (`lab.bench_agents:bench_agent`), made on first import of pydantic-ai."""
+"""The agent a worker subprocess imports (`lab.bench.agents:bench_agent`), made on first import of pydantic-ai."""
 try:  # pragma: no cover - only without the agents extra
     bench_agent = _make_agent()
 except ImportError:
@@ -73,7 +73,7 @@ class AgentBenchReport:
 def _graph(lab: Any, runtime: str) -> Any:
     from dataclasses import dataclass as dc
 
-    from .agents import DelegatedAgentNode
+    from ..agents import DelegatedAgentNode
 
     g = lab.graph(f"bench-{runtime}", output_type=str)
 
@@ -92,14 +92,14 @@ def _graph(lab: Any, runtime: str) -> Any:
 
 def run_agent_benchmark(repeat: int = 20, warmup: int = 2, *, subprocess_repeat: int | None = None) -> AgentBenchReport:
     """Time the three variants `repeat` times each (the worker variant `subprocess_repeat` times)."""
-    from .lab import Lab
+    from .. import Lab
 
     agent = bench_agent or _make_agent()
     sub_repeat = max(1, repeat // 4) if subprocess_repeat is None else subprocess_repeat
     times: dict[str, list[float]] = {"agent": [], "station_task": [], "station_subprocess": []}
     with tempfile.TemporaryDirectory(prefix="graphlab-bench-agents-") as tmp, Lab(os.path.join(tmp, "lab.duckdb")) as lab:
         lab.agents.register("task", agent)
-        lab.agents.register("worker", target="lab.bench_agents:bench_agent", runner="subprocess")
+        lab.agents.register("worker", target="lab.bench.agents:bench_agent", runner="subprocess")
         task_graph, worker_graph = _graph(lab, "task"), _graph(lab, "worker")
 
         def once(name: str) -> None:
@@ -138,7 +138,7 @@ def agents_markdown(report: AgentBenchReport) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lab.bench_agents", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m lab.bench.agents", description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=20, help="timed runs per in-process variant (default 20)")
     p.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
     p.add_argument("--subprocess-repeat", type=int, default=None, help="timed worker runs (default repeat / 4)")

@@ -1,6 +1,6 @@
-"""`python -m lab.bench`: what the lab costs per station, against raw pydantic-graph.
+"""The loop table of `python -m lab.bench`: what the lab costs per station, against raw pydantic-graph.
 
-One process, one graph (a `Loop` node that counts to N and ends), several ways to run it:
+One process, one graph (`common.Loop`, a node that counts to N and ends), several ways to run it:
 
 * `floor` — the native graph the lab builds (`g.build().native`, `auto_instrument=False`),
   driven exactly as the serial engine drives it (`Graph.iter`, a `GraphTaskRequest` injected at
@@ -9,8 +9,10 @@ One process, one graph (a `Loop` node that counts to N and ends), several ways t
   `auto_instrument=True`, run with `await graph.run(...)` (context only, not the floor);
 * `lab_step`, `lab_batch` — `run.run()` on a DuckDB file with `durability="step"` / `"batch"`;
 * `lab_memory` — `run.run()` on `Lab(":memory:")` with step durability;
-* `lab_step_async` — `await run.arun()` inside the benchmark's own event loop, step durability
-  on a DuckDB file;
+* `lab_step_async` — `await run.arun()` awaited from the benchmark's own event loop, step
+  durability on a DuckDB file: the drive itself runs on the lab's loop thread (handed over by
+  `lab.engine.loop.delegate`, as from a notebook cell), so this row is `lab_step` plus the
+  hand-over between the two loops;
 * `lab_step_fsync` — `run.run()` on a DuckDB file opened with `Lab(path, fsync=True)`, step
   durability: every settled boundary reaches the disk (one `fdatasync` each) before the next
   station runs.
@@ -18,25 +20,16 @@ One process, one graph (a `Loop` node that counts to N and ends), several ways t
 Per-station time is the wall time of a whole N-visit run divided by N. Every variant is timed
 R times, round-robin (variant A, B, C, ... then again), so machine noise hits them alike; the
 report gives the median and the minimum, and each median's ratio to the floor's median. It is
-a benchmark, not a test: it prints and exits 0 whether or not the targets are met.
-
-`python -m lab.bench --profile` instead runs the lab step variant under cProfile. After the
-table, `lab/bench_parallel.py` times a 16-wide map + join against native `graph.run` (issue 11),
-and `lab/bench_readers.py` times a reader in a second process while the first steps (issue 14).
+a benchmark, not a test: it reports whether or not the targets are met.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import cProfile
 import gc
-import io
 import os
 import platform
-import pstats
 import statistics
-import sys
 import tempfile
 import time
 import traceback
@@ -46,47 +39,25 @@ from datetime import date
 from importlib import metadata
 from typing import Any
 
-from pydantic_graph import BaseNode, End, EndMarker, Graph, GraphBuilder, GraphRunContext, GraphTaskRequest
+from pydantic_graph import EndMarker, Graph, GraphBuilder, GraphTaskRequest
+
+from .. import Lab
+from .common import DEFAULT_VISITS, BenchState, Loop, declare
 
 __all__ = (
-    "BenchState",
-    "Loop",
+    "Variant",
     "VariantResult",
     "BenchReport",
     "VARIANTS",
     "run_benchmark",
     "to_markdown",
     "machine_info",
-    "profile_lab_step",
-    "main",
+    "run_lab_async",
+    "DEFAULT_REPEAT",
 )
 
-DEFAULT_VISITS = 1000
 DEFAULT_REPEAT = 7
-GRAPH_NAME = "bench_loop"
 MEMORY = ":memory:"
-
-
-# -- the graph (module level: the lab's digest reads node source) ---------------------------
-
-
-@dataclass
-class BenchState:
-    """The counter the loop increments, and how many visits make a run."""
-
-    count: int = 0
-    limit: int = DEFAULT_VISITS
-
-
-@dataclass
-class Loop(BaseNode[BenchState, None, int]):
-    """One station: count a visit; end with the count after `limit` visits."""
-
-    async def run(self, ctx: GraphRunContext[BenchState, None]) -> Loop | End[int]:
-        ctx.state.count += 1
-        if ctx.state.count >= ctx.state.limit:
-            return End(ctx.state.count)
-        return Loop()
 
 
 # -- results --------------------------------------------------------------------------------
@@ -102,6 +73,8 @@ FSYNC_TARGET = 2.5
 
 @dataclass(frozen=True)
 class Variant:
+    """One row of the loop table: its key (for `--only`), its label, its target."""
+
     key: str
     label: str
     target: float | None = None
@@ -116,15 +89,19 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("lab_step", 'lab, `durability="step"`, DuckDB file, `run.run()`', STEP_TARGET),
     Variant("lab_batch", 'lab, `durability="batch"`, DuckDB file, `run.run()`', BATCH_TARGET),
     Variant("lab_memory", 'lab, step, `Lab(":memory:")`, `run.run()`', STEP_TARGET),
-    Variant("lab_step_async", "lab, step, DuckDB file, `await run.arun()`", STEP_TARGET),
+    Variant(
+        "lab_step_async",
+        "lab, step, DuckDB file, `await run.arun()` from another event loop (driven on the lab's loop thread)",
+        STEP_TARGET,
+    ),
     Variant("lab_step_fsync", 'lab, step, `Lab(path, fsync=True)`, DuckDB file, `run.run()`', FSYNC_TARGET),
 )
+"""Every variant, in report order. The floor is first; ratios are to its median."""
 
 POSTGRES_VARIANT = Variant(
     "lab_postgres", 'lab, step, `Lab("postgresql://...")` (a server on this machine), `run.run()`'
 )
 """Measured only when `--postgres URL` (or `run_benchmark(postgres=...)`) names a database."""
-"""Every variant, in report order. The floor is first; ratios are to its median."""
 
 
 @dataclass
@@ -236,22 +213,25 @@ def machine_info() -> dict[str, str]:
 
 
 def _lab_revision() -> str:
-    """The commit the lab code was measured at, and whether `lab/` had uncommitted changes."""
+    """The commit the lab code was measured at, and whether `lab/` had uncommitted changes.
+
+    Changes to the benchmarks themselves (`lab/bench/`) do not count: they measure, not run.
+    """
     import subprocess
 
-    here = os.path.dirname(os.path.abspath(__file__))
+    lab_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
         head = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],
-            cwd=here,
+            cwd=lab_dir,
             capture_output=True,
             text=True,
             timeout=10,
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", ".", ":(exclude)bench.py"],
-            cwd=here,
+            ["git", "status", "--porcelain", "--", ".", ":(exclude)bench"],
+            cwd=lab_dir,
             capture_output=True,
             text=True,
             timeout=10,
@@ -295,13 +275,6 @@ async def run_idiomatic(graph: Graph[BenchState, None, Loop, int], visits: int) 
     return time.perf_counter() - t0, out
 
 
-def declare(lab: Any) -> Any:
-    """The benchmark graph declared in `lab`."""
-    g = lab.graph(GRAPH_NAME, state_type=BenchState, output_type=int)
-    g.node(Loop)
-    return g
-
-
 def _journal_lines(g: Any) -> int | None:
     """Lines journalled since the store's last fold (None if the store does not say)."""
     journal = getattr(g.lab.store, "_journal", None)
@@ -330,7 +303,11 @@ def run_lab_sync(g: Any, visits: int) -> tuple[float, Any, bool]:
 
 
 async def run_lab_async(g: Any, visits: int) -> tuple[float, Any, bool]:
-    """`await run.arun()` on the caller's loop: (seconds, output, folded)."""
+    """`await run.arun()` awaited on the caller's loop: (seconds, output, folded).
+
+    The caller's loop is not the lab's, so `arun` hands the drive to the lab's loop thread
+    (`lab.engine.loop.delegate`) and awaits it: the time includes that hand-over.
+    """
     run = g.start(Loop(), state=BenchState(limit=visits), step_limit=visits + 1)
     before = _journal_lines(g)
     t0 = time.perf_counter()
@@ -416,8 +393,6 @@ def _setup(
     keys: list[str], visits: int, root: str, runner: asyncio.Runner, labs: list[Any], postgres: str | None = None
 ) -> dict[str, Measure]:
     """Build each variant's graph (and lab) once; return its one-run measure by key."""
-    from .lab import Lab
-
     def lab_graph(path: str, durability: str, fsync: bool = False) -> Any:
         lab = Lab(path, durability=durability, fsync=fsync)  # type: ignore[arg-type]
         labs.append(lab)
@@ -527,128 +502,3 @@ def to_markdown(report: BenchReport) -> str:
     if bad:
         lines += ["", f"WARNING: outputs differ from {report.visits} in {', '.join(bad)}"]
     return "\n".join(lines)
-
-
-# -- profiling ------------------------------------------------------------------------------
-
-
-def profile_lab_step(visits: int = DEFAULT_VISITS, *, runs: int = 3, top: int = 30) -> str:
-    """cProfile of `await run.arun()` with step durability on a DuckDB file (after a warm run).
-
-    The async form runs in this thread, so cProfile sees the engine and the store; `run.run()`
-    would run them on the lab's loop thread, out of the profiler's sight.
-    """
-    from .lab import Lab
-
-    with tempfile.TemporaryDirectory(prefix="graphlab-prof-") as root, asyncio.Runner() as runner:
-        lab = Lab(os.path.join(root, "prof.duckdb"), durability="step")
-        try:
-            g = declare(lab)
-            runner.run(run_lab_async(g, visits))
-            prof = cProfile.Profile()
-            total = 0.0
-            for _ in range(runs):
-                run = g.start(Loop(), state=BenchState(limit=visits), step_limit=visits + 1)
-                t0 = time.perf_counter()
-                prof.enable()
-                runner.run(run.arun())
-                prof.disable()
-                total += time.perf_counter() - t0
-        finally:
-            lab.close()
-    out = io.StringIO()
-    stations = visits * runs
-    out.write(
-        f"cProfile: lab step on a DuckDB file, {runs} runs x {visits} visits; "
-        f"{total / stations * 1e6:.1f} µs/station under the profiler\n\n"
-    )
-    stats = pstats.Stats(prof, stream=out).strip_dirs()
-    out.write("== by own time (tottime) ==\n")
-    stats.sort_stats("tottime").print_stats(top)
-    out.write("== by cumulative time ==\n")
-    stats.sort_stats("cumulative").print_stats(top)
-    lab_dir = os.path.dirname(os.path.abspath(__file__))
-    lab_stats = pstats.Stats(prof, stream=out)
-    out.write(f"== functions in {lab_dir} by cumulative time (µs per station) ==\n")
-    rows = []
-    for (filename, lineno, name), (_cc, nc, tt, ct, _callers) in lab_stats.stats.items():  # type: ignore[attr-defined]
-        if os.path.abspath(filename).startswith(lab_dir + os.sep) and not filename.endswith("bench.py"):
-            rows.append(
-                (ct, tt, nc, f"{os.path.relpath(filename, os.path.dirname(lab_dir))}:{lineno}({name})")
-            )
-    rows.sort(reverse=True)
-    out.write(f"{'cum µs/st':>10} {'own µs/st':>10} {'calls/st':>9}  function\n")
-    for ct, tt, nc, where in rows[:top]:
-        out.write(f"{ct / stations * 1e6:10.2f} {tt / stations * 1e6:10.2f} {nc / stations:9.2f}  {where}\n")
-    return out.getvalue()
-
-
-# -- command line ---------------------------------------------------------------------------
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--visits", type=int, default=DEFAULT_VISITS, help="stations per run (default %(default)s)"
-    )
-    p.add_argument(
-        "--repeat", type=int, default=DEFAULT_REPEAT, help="timed runs per variant (default %(default)s)"
-    )
-    p.add_argument(
-        "--warmup", type=int, default=1, help="untimed runs per variant first (default %(default)s)"
-    )
-    p.add_argument(
-        "--only",
-        action="append",
-        choices=[*(v.key for v in VARIANTS), "parallel", "readers"],
-        help=(
-            "measure only these variants (repeatable; the floor is always measured; `parallel`: the map + join "
-            "table; `readers`: a reader in a second process while the first steps)"
-        ),
-    )
-    p.add_argument("--profile", action="store_true", help="profile the lab step variant instead (cProfile)")
-    p.add_argument(
-        "--postgres", metavar="URL", help="also time the lab on this PostgreSQL database (the lab_postgres row)"
-    )
-    p.add_argument(
-        "--ray", action="store_true", help="also time a batch of runs on Ray against a plain loop (lab/bench_batch.py)"
-    )
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Print the report (or the profile). Always 0: missed targets and failures are reported."""
-    args = _parser().parse_args(argv)
-    try:
-        if args.profile:
-            print(profile_lab_step(args.visits))
-        else:
-            loop_only = [k for k in args.only or () if k not in ("parallel", "readers")]
-            if args.only is None or loop_only:
-                report = run_benchmark(
-                    args.visits, args.repeat, args.warmup, only=loop_only or None, postgres=args.postgres
-                )
-                print(to_markdown(report))
-            if args.ray:
-                from .bench_batch import batch_markdown, run_batch_benchmark
-
-                print()
-                print(batch_markdown(run_batch_benchmark(postgres=args.postgres)))
-
-            if args.only is None or "parallel" in args.only:
-                from .bench_parallel import parallel_markdown, run_parallel_benchmark
-
-                print()
-                print(parallel_markdown(run_parallel_benchmark(repeat=args.repeat, warmup=args.warmup)))
-            if args.only is None or "readers" in args.only:
-                from .bench_readers import readers_markdown, run_reader_benchmark
-
-                print()
-                print(readers_markdown(run_reader_benchmark()))
-    except Exception:
-        traceback.print_exc()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -23,6 +23,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from .. import Lab
+from .common import BenchState, Loop, declare
+
 __all__ = ("ReaderReport", "run_reader_benchmark", "readers_markdown", "TARGET_MS")
 
 TARGET_MS = 50.0
@@ -47,9 +50,6 @@ def _writer(path: str) -> int:
     """Step Loop runs without pause until stdin closes; print how many stations settled."""
     import threading
 
-    from . import Lab
-    from .bench import BenchState, Loop, declare
-
     lab = Lab(path)
     g = declare(lab)
     stop = threading.Event()
@@ -69,9 +69,6 @@ def run_reader_benchmark(
     checkpoints: int = 10_000, reads: int = 40, *, workdir: str | None = None, seed: int = 14
 ) -> ReaderReport:
     """Time `lab.runs()` + `state_at` in this process while a second process steps."""
-    from . import Lab
-    from .bench import BenchState, Loop, declare
-
     report = ReaderReport(checkpoints)
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="graphlab-readers-", dir=workdir) as tmp:
@@ -82,7 +79,7 @@ def run_reader_benchmark(
             run = g.start(Loop(), state=BenchState(limit=checkpoints), durability="batch", step_limit=None).run()
             lab.store.fold()
             writer = subprocess.Popen(
-                [sys.executable, "-m", "lab.bench_readers", "--writer", path],
+                [sys.executable, "-m", "lab.bench.readers", "--writer", path],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -1,6 +1,6 @@
 """`python -m lab.bench --ray`: a batch of runs on Ray against the same runs in a plain loop.
 
-200 runs of a 20-station graph (the benchmark's `Loop`), each run durable in the lab's store:
+200 runs of a 20-station graph (the benchmark's `Loop`, common.py), each run durable in the lab's store:
 
 * `loop` — `g.start(...)` then `run.run()` for each input, one after the other, in this process;
 * `ray_1`, `ray_2` — `lab.map(g, inputs, entry=Loop(), workers=N)` on a local Ray with N worker
@@ -19,7 +19,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .bench import BenchState, Loop, declare
+from .. import Lab
+from ..batch import start_ray
+from .common import BenchState, Loop, declare
 
 __all__ = ("BatchBench", "run_batch_benchmark", "batch_markdown")
 
@@ -59,9 +61,6 @@ def _ray(lab: Any, g: Any, runs: int, stations: int, workers: int) -> float:
 def run_batch_benchmark(runs: int = 200, stations: int = 20, *, postgres: str | None = None) -> list[BatchBench]:
     """Time the loop and Ray with 1 and 2 workers, on a DuckDB file (and PostgreSQL when given)."""
     import ray
-
-    from .batch.batch import start_ray
-    from .lab import Lab
 
     if not ray.is_initialized():
         start_ray(num_cpus=2)
