@@ -138,7 +138,7 @@ def run_rows(run: Run) -> list[tuple[str, str]]:
         ("status", _mark(run.status)),
         ("head", str(run.head)),
         ("next", ", ".join(run.next_stations) or "—"),
-        ("state", short(run._state_json, 300)),
+        ("state", short(run.state_json, 300)),
     ]
     wait = getattr(run, "wait", None)
     if run.status == "waiting" and wait is not None:
@@ -149,7 +149,7 @@ def run_rows(run: Run) -> list[tuple[str, str]]:
             )
         )
     if run.status == "done":
-        rows.append(("output", short(run._output_json, 300)))
+        rows.append(("output", short(run.output_json, 300)))
     if run.error:
         rows.append(("error", f"{run.error.get('type')}: {run.error.get('message')}"))
     return rows

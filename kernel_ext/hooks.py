@@ -88,7 +88,7 @@ def _message(g: LabGraph, stale: list[str], declared: list[str]) -> str:
         f"so {old} (renamed or deleted here) was removed from the graph."
     ]
     for nid in stale:
-        users = [other for other, cls in g._nodes.items() if _hint_names(cls, nid)]
+        users = [other for other, cls in g.nodes.items() if _hint_names(cls, nid)]
         if users:
             lines.append(
                 f"  {', '.join(users)} still return(s) {nid} in the run() return hint: update the hint before running."

@@ -118,7 +118,7 @@ class Session:
                     "resume one (`lab.resume(run_id)`), or name one with --run ID (`%lab runs` lists them)"
                 )
             return run
-        live = lab._live.get(run_id)
+        live = lab.store.live_runs.get(run_id)  # a run this kernel holds a handle on
         if live is not None:
             return live
         before = lab_module.current_run()
@@ -131,4 +131,4 @@ class Session:
         except LabError as exc:
             raise UsageError(f"cannot act on run {run_id}: {exc}") from None
         finally:
-            lab_module._note_run(before)  # --run names a run for one command; the current run stays
+            lab_module.note_run(before)  # --run names a run for one command; the current run stays

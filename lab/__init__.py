@@ -47,7 +47,10 @@ from .records import CheckpointRecord, EventRecord, PendingStation, RunRecord, S
 from .retry import Retry
 from .run import Run, StepResult
 from .subgraph import SubgraphError, run_subgraph
+from .views import register_views
 from .waits import Budgets
+
+register_views()  # drawing, run widget, batch bar: shown through lab.display_hooks (issue 26)
 
 __all__ = (
     # the lab and its parts

@@ -24,6 +24,7 @@ from pydantic_graph.step import NodeStep, StepNode
 
 from .builder import StepDeclarations, StepDeclaring
 from .codec import SnapshotCodec
+from .display_hooks import show
 from .engine.blocking import set_blocking
 from .errors import GraphDefinitionError, StateContractError, UnsupportedTopologyError
 from .limits import DEFAULT_STEP_LIMIT, UNSET, Limits, check_step_limit, check_timeout
@@ -61,36 +62,26 @@ class BuiltGraph:
 
 
 class Drawable:
-    """Drawing for every graph handle (declared or adopted): DOT, Mermaid, SVG, `display(g)`."""
+    """Drawing for every graph handle (declared or adopted): DOT, Mermaid, SVG, `display(g)`.
+
+    The drawing is a view (`lab.render`, registered by `lab.views` into `lab.display_hooks`): a
+    graph calls it by name and never imports it.
+    """
 
     def render(self, overlay: Any = None) -> str:
         """DOT text of the graph; a graph that cannot build yet is drawn from its declarations."""
-        from .render import spec_for, to_dot
-
-        return to_dot(spec_for(self), overlay)
+        return show("graph.dot", self, overlay)
 
     def mermaid(self, overlay: Any = None) -> str:
         """Mermaid `stateDiagram-v2` text of the same drawing."""
-        from .render import spec_for, to_mermaid
-
-        return to_mermaid(spec_for(self), overlay)
+        return show("graph.mermaid", self, overlay)
 
     def svg(self, overlay: Any = None) -> str:
         """SVG from the Graphviz `dot` program (laid out once per revision, restyled per overlay)."""
-        from .render import spec_for, svg_of
-
-        return svg_of(spec_for(self), overlay)
+        return show("graph.svg", self, overlay)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from html import escape
-
-        from .render import GraphvizError
-
-        try:
-            svg = self.svg()
-        except GraphvizError as exc:
-            return {"text/plain": f"{self!r}\n{exc}", "text/html": f"<pre>{escape(str(exc))}</pre>"}
-        return {"image/svg+xml": svg, "text/html": f"<div class='graphlab-graph'>{svg}</div>", "text/plain": repr(self)}
+        return show("graph.mimebundle", self)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -559,4 +550,3 @@ def check_serial_topology(native: Graph[Any, Any, Any, Any]) -> None:
                 f"graph {native.name!r} has a join/reducer at {node_id!r}; the serial engine runs one "
                 "station at a time (seed 001) — use the super-step engine for joins"
             )
-

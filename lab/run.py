@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_graph import EndMarker
 
 from .attempts import try_number
+from .display_hooks import show
 from .engine.loop import LoopBlockedError, run_sync
 from .engine.model import drive_model
 from .engine.serial import Stop, drive
@@ -257,6 +258,28 @@ class Run(Waits, TimeTravel, SuperSteps, Retries, Rescues):
     @property
     def revision(self) -> int:
         return self._built.revision
+
+    # read-only views of the run for lab.views, lab.widgets and kernel_ext (issue 26: no private reaches)
+
+    @property
+    def busy(self) -> bool:
+        """An action (a step, `run()`, a retry, continuing after an answer) is moving the run now, here."""
+        return self._busy.locked()
+
+    @property
+    def state_json(self) -> Any:
+        """The state at the head checkpoint as the store keeps it (JSON values)."""
+        return self._state_json
+
+    @property
+    def output_json(self) -> Any:
+        """The End data as the store keeps it (JSON values) once the run is done, else None."""
+        return self._output_json
+
+    def follow(self) -> bool:
+        """Take in what another process wrote to this run (its progress, or an answer given there);
+        True when something changed. The run view calls it on a timer."""
+        return self._follow()
 
     def events(self, kind: str | None = None) -> list[EventRecord]:
         """Everything observed during the run, in order; `kind` filters (say `"failed"`)."""
@@ -975,12 +998,8 @@ class Run(Waits, TimeTravel, SuperSteps, Retries, Rescues):
         return f"<Run {self.id} {self._built.key}@{self._built.revision} {self._status} head={self._head} next={nxt}>"
 
     def _ipython_display_(self) -> None:
-        """`display(run)` shows the run widget (lab.widgets.RunWidget), one per run."""
-        from IPython.display import display
-
-        from .widgets import RunWidget
-
-        display(RunWidget.for_run(self))
+        """`display(run)` shows the run view `lab.views` registers (the run widget), one per run."""
+        show("run.display", self)
 
 
 def _jsonable(value: Any, what: str) -> Any:

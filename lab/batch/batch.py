@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_graph import BaseNode
 
+from ..display_hooks import show
 from ..errors import ArgumentError, LabError, StoreError
 from .spec import GraphSpec
 from .worker import BatchWorker, Outcome, Seed, load_rows
@@ -245,10 +246,8 @@ class Batch:
     # -- progress --------------------------------------------------------------------------
 
     def _progress_widget(self) -> Any:
-        from ..widgets.batch_widget import BatchProgress
-
-        if self.widget is None:
-            self.widget = BatchProgress(total=len(self.run_ids), title=f"{self.id} · {self.graph.name}")
+        if self.widget is None:  # the progress bar is a view (lab.views registers it): never imported here
+            self.widget = show("batch.progress", total=len(self.run_ids), title=f"{self.id} · {self.graph.name}")
         try:
             from IPython import get_ipython
             from IPython.display import display

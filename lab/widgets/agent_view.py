@@ -32,14 +32,14 @@ def _part_html(part: dict[str, Any]) -> str:
     kind = part.get("kind", "")
     if kind == "tool-call":
         args = json.dumps(part.get("args"), ensure_ascii=False, default=str)
-        return f'<div class="gl-agent-call">→ <b>{escape(str(part.get("tool")))}</b>({escape(H._clip(args, 300))})</div>'
+        return f'<div class="gl-agent-call">→ <b>{escape(str(part.get("tool")))}</b>({escape(H.clip(args, 300))})</div>'
     if kind == "tool-return":
         content = part.get("content")
         text = content if isinstance(content, str) else json.dumps(content, default=str)
-        return f'<div class="gl-agent-return">← {escape(str(part.get("tool")))}: {escape(H._clip(text, 300))}</div>'
+        return f'<div class="gl-agent-return">← {escape(str(part.get("tool")))}: {escape(H.clip(text, 300))}</div>'
     content = part.get("content")
     text = content if isinstance(content, str) else json.dumps(content, default=str)
-    return f'<div class="gl-agent-{escape(kind)}"><i>{escape(kind)}</i> {escape(H._clip(text, 600))}</div>'
+    return f'<div class="gl-agent-{escape(kind)}"><i>{escape(kind)}</i> {escape(H.clip(text, 600))}</div>'
 
 
 def job_html(job: Any) -> str:
@@ -140,7 +140,6 @@ class AgentJobView(widgets.VBox):
                 raise ValueError("the run has no agent job")
             act(job)
         except Exception as exc:
-            owner._alert = H.alert("error", f"{name} failed:", f"{type(exc).__name__}: {exc}")
-            owner.refresh()
+            owner.set_alert(H.alert("error", f"{name} failed:", f"{type(exc).__name__}: {exc}"))
             return
-        owner._start("Run", lambda: run.arun())
+        owner.start_action("Run", lambda: run.arun())

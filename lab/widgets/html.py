@@ -14,7 +14,7 @@ from typing import Any
 from ..diff import StateDiff
 from ..records import EventRecord
 
-__all__ = ("CSS", "json_tree", "events_table", "diff_table", "alert", "wait_panel", "status_line")
+__all__ = ("CSS", "clip", "json_tree", "events_table", "diff_table", "alert", "wait_panel", "status_line")
 
 CSS = """<style>
 .gl-run .gl-panel{font:12px/1.45 var(--jp-code-font-family,monospace);max-height:22em;overflow:auto;
@@ -81,7 +81,8 @@ def json_tree(value: Any, *, open_depth: int = 2, _depth: int = 0) -> str:
     return f'<div class="gl-tree">{tree}</div>' if _depth == 0 else tree
 
 
-def _clip(text: str, limit: int = 140) -> str:
+def clip(text: str, limit: int = 140) -> str:
+    """`text` cut to `limit` characters, ending in "…" when it was longer."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -151,7 +152,7 @@ def events_table(events: Iterable[EventRecord], *, total: int | None = None) -> 
     rows = "".join(
         f'<tr class="gl-ev gl-ev-{escape(ev.kind)}"><td>{ev.seq}</td><td>{escape(ev.created_at.strftime("%H:%M:%S"))}</td>'
         f"<td><b>{escape(ev.kind)}</b></td><td>{escape(ev.node_id or '')}</td>"
-        f"<td>{escape(_clip(_event_summary(ev)))}</td></tr>"
+        f"<td>{escape(clip(_event_summary(ev)))}</td></tr>"
         for ev in reversed(evs)
     )
     more = f" (last {len(evs)} of {total})" if total is not None and total > len(evs) else ""

@@ -51,7 +51,7 @@ class RunWidget(widgets.VBox):
     @classmethod
     def for_run(cls, run: Run) -> RunWidget:
         w = _widgets.get(run.id)
-        if w is None or w._run is not run:
+        if w is None or w.run is not run:
             w = cls(run)
             _widgets[run.id] = w
         return w
@@ -186,19 +186,19 @@ class RunWidget(widgets.VBox):
             self.forks,
         ]
 
-        ref = weakref.ref(self)
+        on_event, schedule = weakref.WeakMethod(self._on_event), weakref.WeakMethod(self._schedule)
 
         def observe(ev: EventRecord) -> None:
-            w = ref()
-            if w is not None:
-                w._on_event(ev)
+            take = on_event()  # None once the view is gone: the run does not keep it alive
+            if take is not None:
+                take(ev)
 
         run.on_event(observe)
 
         def job_changed(_request_id: str) -> None:
-            w = ref()
-            if w is not None:
-                w._schedule()
+            redraw = schedule()
+            if redraw is not None:
+                redraw()
 
         try:
             run.lab.agents.on_change(job_changed)
@@ -224,7 +224,7 @@ class RunWidget(widgets.VBox):
         """The run's status in words: a `running` run that nothing is moving is `paused` (at a
         boundary, after Pause or between steps); the stored status stays `running`."""
         status = self._run.status
-        moving = self.busy or self._run._busy.locked()
+        moving = self.busy or self._run.busy
         return "paused" if status == "running" and not moving else status
 
     @property
@@ -260,7 +260,7 @@ class RunWidget(widgets.VBox):
     def poll(self) -> None:
         """Take in what another process wrote to this run (its progress, or an answer given there);
         the view's watch (watch.py) calls it while the run waits or another process advances it."""
-        if self._run._follow():
+        if self._run.follow():
             self.refresh()
 
     def _tick(self) -> None:
