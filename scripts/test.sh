@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
-# Set up, then run the test suite; arguments go to pytest. Exit code is pytest's.
+# Set up, check the import contracts, then run the test suite; arguments go to pytest.
+# Exit code: lint-imports' when a contract is broken (pyproject.toml [tool.importlinter]: an
+# import the wrong way between the lab's layers fails the run before any test), else pytest's.
 # Quiet (-q) unless the arguments choose a verbosity themselves: `test.sh -q` stays -q (with its
 # summary line), never -qq.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
+lint_rc=0  # lint-imports, run by the venv's python (the console script is the same call)
+lint_out=$(.venv/bin/python -c 'import sys; from importlinter.cli import lint_imports_command as c; sys.argv[0] = "lint-imports"; sys.exit(c())' \
+    --no-cache --no-logo 2>&1) || lint_rc=$?
+if [ "$lint_rc" -ne 0 ]; then
+    printf '%s\n' "$lint_out" >&2
+    echo "test.sh: lint-imports failed (exit $lint_rc), no tests were run: an import contract is broken (an import the wrong way between layers) or names a module that is gone; see above" >&2
+    exit "$lint_rc"
+fi
+grep -E '^Contracts: ' <<<"$lint_out" | sed 's/^/lint-imports: /' >&2 || true
 quiet=(-q)
 for arg in "$@"; do
     case "$arg" in
