@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,8 +53,27 @@ class JobTables:
     _lock: Any
     _con: Any
 
-    def _job_tx(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
-        return _Transaction(self)
+    @contextmanager
+    def _job_tx(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The store's connection inside BEGIN ... COMMIT (ROLLBACK on error), errors translated."""
+        self._check_writable()
+        with self._jobs_reading() as con:
+            con.execute("BEGIN")
+            try:
+                yield con
+            except BaseException as exc:
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass
+                if isinstance(exc, duckdb.Error):
+                    raise StoreError(f"cannot record the agent job: {str(exc).splitlines()[0]}") from None
+                raise
+            try:
+                con.execute("COMMIT")
+            except duckdb.Error as err:
+                con.execute("ROLLBACK")
+                raise StoreError(f"cannot record the agent job: {str(err).splitlines()[0]}") from None
 
     @contextmanager
     def _jobs_reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -175,41 +194,6 @@ class JobTables:
         return [
             JobEventRecord(r[0], int(r[1]), r[2], r[3], r[4], _load(r[5]) or {}, r[6]) for r in rows
         ]
-
-
-class _Transaction:
-    """`with`: the store's connection inside BEGIN ... COMMIT (ROLLBACK on error), errors translated."""
-
-    def __init__(self, store: Any):
-        self.store = store
-        self._cm: Any = None
-
-    def __enter__(self) -> duckdb.DuckDBPyConnection:
-        self.store._check_writable()
-        self._cm = self.store._jobs_reading()
-        con = self._cm.__enter__()
-        con.execute("BEGIN")
-        self._con = con
-        return con
-
-    def __exit__(self, tp: Any, exc: Any, tb: Any) -> bool:
-        try:
-            if tp is None:
-                try:
-                    self._con.execute("COMMIT")
-                except duckdb.Error as err:
-                    self._con.execute("ROLLBACK")
-                    raise StoreError(f"cannot record the agent job: {str(err).splitlines()[0]}") from None
-            else:
-                try:
-                    self._con.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass
-                if isinstance(exc, duckdb.Error):
-                    raise StoreError(f"cannot record the agent job: {str(exc).splitlines()[0]}") from None
-        finally:
-            self._cm.__exit__(None, None, None)
-        return False
 
 
 def _event(

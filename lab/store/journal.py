@@ -29,7 +29,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,7 @@ from pydantic_core import PydanticSerializationError, to_json
 from ..errors import StoreError
 from .schema import MAX_LINE
 
-__all__ = ("Journal", "JournalDamagedError", "ReplayReport", "UnstorableValueError", "scan", "salvage_lines")
+__all__ = ("Journal", "JournalDamagedError", "ReplayReport", "UnstorableValueError", "dumps", "scan", "salvage_lines", "string_at")
 
 log = logging.getLogger(__name__)
 
@@ -67,26 +67,26 @@ def _escape(value: Any) -> Any:
     return value
 
 
-def _surrogate_at(value: Any, path: str) -> str | None:
-    """The path of the first string holding a lone surrogate, or None."""
+def string_at(value: Any, path: str, bad: Callable[[str], object]) -> str | None:
+    """The path (from `path`) of the first string or key in `value` that is `bad`, or None."""
     if isinstance(value, str):
-        return path if _SURROGATE.search(value) else None
+        return path if bad(value) else None
     if isinstance(value, dict):
         for k, v in value.items():
-            if isinstance(k, str) and _SURROGATE.search(k):
+            if isinstance(k, str) and bad(k):
                 return f"{path} (a key)"
-            found = _surrogate_at(v, f"{path}.{k}")
+            found = string_at(v, f"{path}.{k}", bad)
             if found:
                 return found
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):
-            found = _surrogate_at(v, f"{path}[{i}]")
+            found = string_at(v, f"{path}[{i}]", bad)
             if found:
                 return found
     return None
 
 
-def _dumps(row: dict[str, Any]) -> bytes:
+def dumps(row: dict[str, Any]) -> bytes:
     """Compact JSON bytes; pydantic-core's encoder is several times faster than the stdlib's."""
     try:
         return to_json(row, fallback=str)
@@ -95,7 +95,7 @@ def _dumps(row: dict[str, Any]) -> bytes:
     # a lone surrogate (UTF-8 cannot hold it, nor DuckDB): escape observations, refuse data
     clean = {k: (_escape(v) if k in _ESCAPED_FIELDS else v) for k, v in row.items()}
     for key, value in clean.items():
-        where = _surrogate_at(value, key)
+        where = string_at(value, key, _SURROGATE.search)
         if where:
             what = {"cp": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer"}.get(row.get("t", ""), "row")
             raise UnstorableValueError(
@@ -110,7 +110,7 @@ def _dumps(row: dict[str, Any]) -> bytes:
 def _too_large(row: dict[str, Any], size: int) -> UnstorableValueError:
     """A row longer than the database reads back as one journal line: refused, naming its largest field."""
     what = {"cp": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer", "ev": "event"}.get(row.get("t", ""), "row")
-    sizes = {k: len(_dumps({k: v})) for k, v in row.items() if k not in ("t", "j", "tx", "end")}
+    sizes = {k: len(dumps({k: v})) for k, v in row.items() if k not in ("t", "j", "tx", "end")}
     field_name = max(sizes, key=sizes.__getitem__) if sizes else "?"
     return UnstorableValueError(
         f"cannot store {what} of run {row.get('run_id')}: it is {size:,} bytes as JSON (its field {field_name!r} "
@@ -277,7 +277,7 @@ class Journal:
             row["tx"] = first
             if i == last:
                 row["end"] = True
-            line = _dumps(row)
+            line = dumps(row)
             if len(line) > MAX_LINE:
                 raise _too_large(row, len(line))
             parts.append(line)
@@ -342,6 +342,15 @@ class Journal:
     def needs_fold(self) -> bool:
         """Lines written since the last fold (or a file the store has not yet folded)."""
         return self.pending_lines > 0 or (not self._broken and self.size() > 0)
+
+    @property
+    def broken(self) -> bool:
+        """The file was deleted, replaced or cut under this process: nothing more is written to it."""
+        return bool(self._broken)
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        """`size` bytes of the open file from `offset` (the file even once deleted)."""
+        return os.pread(self._fd, size, offset)
 
     def identity(self) -> int:
         """The file's inode: a fold mark names the file it was taken on."""

@@ -26,7 +26,6 @@ import duckdb
 
 from ..errors import (
     CheckpointError,
-    RunNotFoundError,
     RunOwnedError,
     StoreError,
     StoreLockedError,
@@ -34,24 +33,17 @@ from ..errors import (
     WaitAnsweredError,
 )
 from ..manifest import Manifest
-from ..records import CheckpointRecord, EventRecord, RunRecord, WaitRecord, utcnow
+from ..records import utcnow
+from . import sql_text as q
 from .base import Store
+from .dialect import POSTGRES
 from .holders import Process
-from .journal import UnstorableValueError, _dumps
-from .postgres_rows import (
-    CP_COLS,
-    EV_COLS,
-    RUN_COLS,
-    WAIT_COLS,
-    checkpoint_record,
-    event_record,
-    run_record,
-    wait_record,
-)
+from .journal import UnstorableValueError, dumps, string_at
 from .postgres_schema import GRAPH_LOCK, MIGRATE_LOCK, MIGRATIONS, WRITERS_TABLE
 from .postgres_session import LiveSession, check_pooled, holders
 from .postgres_sql import SQL_TIMEOUT, SqlSession
-from .schema import SCHEMA_VERSION, TABLES
+from .reads import Rows, SqlReads
+from .schema import SCHEMA_VERSION, TABLES, refuse_newer
 
 if TYPE_CHECKING:
     import psycopg
@@ -146,8 +138,10 @@ def _unreachable(path: str, where: str, exc: BaseException) -> str:
     return f"cannot open the PostgreSQL store {path} ({where}): {what} ({text}); {todo}"
 
 
-class PostgresStore(Store):
+class PostgresStore(SqlReads, Store):
     """Graph Lab's store on a PostgreSQL database (psycopg 3, a connection pool)."""
+
+    dialect = POSTGRES
 
     def __init__(self, url: str, *, fsync: bool | None = None, pool_size: int = 4):
         psycopg, psycopg_pool = _drivers()
@@ -215,10 +209,7 @@ class PostgresStore(Store):
             for v in range(version, SCHEMA_VERSION):
                 for stmt in MIGRATIONS[v]:
                     con.execute(stmt)
-                con.execute(
-                    "INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    [str(v + 1)],
-                )
+                con.execute(POSTGRES.upsert("meta", q.META_COLUMNS, "key"), ["schema_version", str(v + 1)])
             present = {
                 r[0]
                 for r in con.execute(
@@ -265,7 +256,7 @@ class PostgresStore(Store):
         has_meta = con.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]
         if not has_meta:
             return 0
-        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        row = con.execute(q.SCHEMA_VERSION_READ).fetchone()
         try:
             version = int(row[0]) if row else 0
         except ValueError:
@@ -273,11 +264,7 @@ class PostgresStore(Store):
                 f"the PostgreSQL store {self.path} says its schema_version is {row[0]!r}, not a number: its meta "
                 "table was edited outside Graph Lab; restore it from a backup, or point the lab at another database"
             ) from None
-        if version > SCHEMA_VERSION:
-            raise StoreSchemaError(
-                f"the PostgreSQL store {self.path} was written by a newer Graph Lab (schema {version}; this version "
-                f"knows up to {SCHEMA_VERSION}); upgrade graph-lab to open it"
-            )
+        refuse_newer(f"the PostgreSQL store {self.path}", version)
         return version
 
     def close(self) -> None:
@@ -314,10 +301,6 @@ class PostgresStore(Store):
             if type(exc).__module__.startswith("psycopg_pool"):
                 raise StoreError(f"cannot {what}: {self._unreachable(exc)}") from None
             raise
-
-    def _rows(self, what: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._conn(what) as con:
-            return con.execute(sql, params).fetchall()
 
     # -- writing -------------------------------------------------------------------------
 
@@ -429,183 +412,43 @@ class PostgresStore(Store):
         self._session.own(run_id)
 
     def register_graph(self, manifest: Manifest) -> int:
+        sql = POSTGRES.sql
         with self._conn("register a graph") as con, con.transaction():
             con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [GRAPH_LOCK, manifest.key])
-            row = con.execute(
-                "SELECT revision FROM graphs WHERE graph_key = %s AND digest = %s", [manifest.key, manifest.digest]
-            ).fetchone()
+            row = con.execute(sql(q.GRAPH_REVISION), [manifest.key, manifest.digest]).fetchone()
             if row:
                 return int(row[0])
-            nxt = con.execute(
-                "SELECT coalesce(max(revision), 0) + 1 FROM graphs WHERE graph_key = %s", [manifest.key]
-            ).fetchone()[0]
+            nxt = con.execute(sql(q.GRAPH_NEXT_REVISION), [manifest.key]).fetchone()[0]
             body = manifest.with_revision(int(nxt)).to_json()
             con.execute(
-                "INSERT INTO graphs VALUES (%s, %s, %s, %s::jsonb, %s)",
+                sql(q.GRAPH_INSERT),
                 [manifest.key, int(nxt), manifest.digest, json.dumps(body), utcnow().replace(tzinfo=None)],
             )
             return int(nxt)
 
     def manifest(self, key: str, revision: int) -> Manifest | None:
-        rows = self._rows("read a graph", "SELECT manifest FROM graphs WHERE graph_key = %s AND revision = %s", [key, revision])
+        rows = self._fetch("read a graph", q.MANIFEST, [key, revision])
         return Manifest.from_json(rows[0][0]) if rows else None
 
-    # -- reading -------------------------------------------------------------------------
+    # -- reading (the shared reads of reads.py run here) ----------------------------------
 
-    def get_run(self, run_id: str) -> RunRecord:
-        rows = self._rows("read a run", f"SELECT {RUN_COLS} FROM runs WHERE run_id = %s", [run_id])
-        if not rows:
-            raise RunNotFoundError(f"no run {run_id!r} in the store {self.path}; lab.runs() lists the runs it holds")
-        return run_record(rows[0])
-
-    def list_runs(self, *, graph_key: str | None = None, status: str | None = None) -> list[RunRecord]:
-        sql = f"SELECT {RUN_COLS} FROM runs WHERE true"
-        params: list[Any] = []
-        if graph_key is not None:
-            sql += " AND graph_key = %s"
-            params.append(graph_key)
-        if status is not None:
-            sql += " AND status = %s"
-            params.append(status)
-        return [run_record(r) for r in self._rows("list runs", sql + " ORDER BY created_at, run_id", params)]
-
-    def family(self, run_id: str) -> list[RunRecord]:
-        rows = self._rows(
-            "read a run's lineage",
-            f"SELECT {RUN_COLS} FROM runs WHERE run_id = %s OR parent_run_id IS NOT NULL "
-            "OR run_id IN (SELECT parent_run_id FROM runs WHERE parent_run_id IS NOT NULL)",
-            [run_id],
-        )
-        recs = {r[0]: run_record(r) for r in rows}
-        if run_id not in recs:
-            raise RunNotFoundError(f"no run {run_id!r} in the store {self.path}; lab.runs() lists the runs it holds")
-        chain = [recs[run_id]]
-        while chain[0].parent_run_id is not None and chain[0].parent_run_id in recs and len(chain) <= len(recs):
-            chain.insert(0, recs[chain[0].parent_run_id])
-        children: dict[str, list[RunRecord]] = {}
-        for rec in recs.values():
-            if rec.parent_run_id is not None:
-                children.setdefault(rec.parent_run_id, []).append(rec)
-        out = list(chain)
-        queue = [run_id]
-        while queue:
-            for child in sorted(children.get(queue.pop(0), []), key=lambda r: r.run_id):
-                out.append(child)
-                queue.append(child.run_id)
-        return out
-
-    def next_seqs(self, run_id: str) -> tuple[int, int]:
-        self.flush()
-        rows = self._rows(
-            "read a run's sequence numbers",
-            "SELECT (SELECT coalesce(max(seq), -1) + 1 FROM checkpoints WHERE run_id = %s), "
-            "(SELECT coalesce(max(seq), -1) + 1 FROM events WHERE run_id = %s)",
-            [run_id, run_id],
-        )
-        return int(rows[0][0]), int(rows[0][1])
-
-    def checkpoints(self, run_id: str) -> list[CheckpointRecord]:
-        rows = self._rows("read checkpoints", f"SELECT {CP_COLS} FROM checkpoints WHERE run_id = %s ORDER BY seq", [run_id])
-        return [checkpoint_record(r) for r in rows]
-
-    def checkpoint(self, run_id: str, seq: int) -> CheckpointRecord | None:
-        rows = self._rows(
-            "read a checkpoint", f"SELECT {CP_COLS} FROM checkpoints WHERE run_id = %s AND seq = %s", [run_id, seq]
-        )
-        return checkpoint_record(rows[0]) if rows else None
-
-    def checkpoints_in(self, run_id: str, seqs: Sequence[int]) -> list[CheckpointRecord]:
-        if not seqs:
-            return []
-        rows = self._rows(
-            "read checkpoints",
-            f"SELECT {CP_COLS} FROM checkpoints WHERE run_id = %s AND seq = ANY(%s)",
-            [run_id, [int(s) for s in seqs]],
-        )
-        by_seq = {int(r[1]): r for r in rows}
-        return [checkpoint_record(by_seq[s]) for s in seqs if s in by_seq]
-
-    def seqs(self, run_id: str) -> list[int]:
-        return [int(r[0]) for r in self._rows("read checkpoints", "SELECT seq FROM checkpoints WHERE run_id = %s ORDER BY seq", [run_id])]
-
-    def parents(self, run_id: str) -> dict[int, int | None]:
-        rows = self._rows("read checkpoints", "SELECT seq, parent_seq FROM checkpoints WHERE run_id = %s ORDER BY seq", [run_id])
-        return {int(s): (None if p is None else int(p)) for s, p in rows}
-
-    def branch(self, run_id: str, head: int) -> list[int]:
-        parent = self.parents(run_id)
-        path: list[int] = []
-        seq: int | None = head
-        while seq is not None and seq in parent and len(path) <= len(parent):
-            path.append(seq)
-            seq = parent[seq]
-        path.reverse()
-        return path
+    def _fetch_each(self, what: str, statements: Sequence[tuple[str, Sequence[Any]]], *, flush: bool) -> list[Rows]:
+        if flush:
+            self.flush()
+        with self._conn(what) as con:
+            return [con.execute(sql, params).fetchall() for sql, params in statements]
 
     def delete_checkpoints(self, run_id: str, keep: Sequence[int]) -> int:
         self.flush()
         with self._conn(f"prune run {run_id}") as con, con.transaction():
-            cur = con.execute(
-                "DELETE FROM checkpoints WHERE run_id = %s AND NOT (seq = ANY(%s))", [run_id, [int(k) for k in keep]]
-            )
+            cur = con.execute(POSTGRES.sql(q.PRUNE), [run_id, [int(k) for k in keep]])
             return int(cur.rowcount)
 
     def delete_run(self, run_id: str) -> None:
         self.flush()
         with self._conn(f"delete run {run_id}") as con, con.transaction():
-            for table in ("checkpoints", "events", "waits", "runs"):
-                con.execute(f"DELETE FROM {table} WHERE run_id = %s", [run_id])
-
-    def events(self, run_id: str, *, kind: str | None = None) -> list[EventRecord]:
-        self.flush()
-        sql = f"SELECT {EV_COLS} FROM events WHERE run_id = %s"
-        params: list[Any] = [run_id]
-        if kind is not None:
-            sql += " AND kind = %s"
-            params.append(kind)
-        return [event_record(r) for r in self._rows("read events", sql + " ORDER BY seq", params)]
-
-    def event_tail(self, run_id: str, n: int) -> tuple[int, list[EventRecord]]:
-        self.flush()
-        with self._conn("read events") as con:
-            count = con.execute("SELECT count(*) FROM events WHERE run_id = %s", [run_id]).fetchone()[0]
-            rows = con.execute(
-                f"SELECT {EV_COLS} FROM events WHERE run_id = %s ORDER BY seq DESC LIMIT %s", [run_id, max(0, n)]
-            ).fetchall()
-        return int(count), [event_record(r) for r in reversed(rows)]
-
-    def settled_stations(self, run_id: str) -> dict[int, str]:
-        self.flush()
-        rows = self._rows(
-            "read events",
-            "SELECT checkpoint_seq, node_id FROM events WHERE run_id = %s AND kind = 'settled' "
-            "AND checkpoint_seq IS NOT NULL AND node_id IS NOT NULL",
-            [run_id],
-        )
-        return {int(seq): node for seq, node in rows}
-
-    def waits(self, run_id: str) -> list[WaitRecord]:
-        rows = self._rows(
-            "read waits", f"SELECT {WAIT_COLS} FROM waits WHERE run_id = %s ORDER BY checkpoint_seq, created_at", [run_id]
-        )
-        return [wait_record(r) for r in rows]
-
-    def wait_at(self, run_id: str, seq: int) -> WaitRecord | None:
-        rows = self._rows(
-            "read waits",
-            f"SELECT {WAIT_COLS} FROM waits WHERE run_id = %s AND checkpoint_seq = %s ORDER BY created_at DESC LIMIT 1",
-            [run_id, seq],
-        )
-        return wait_record(rows[0]) if rows else None
-
-    def open_waits(self) -> list[WaitRecord]:
-        rows = self._rows(
-            "read waits",
-            f"SELECT {', '.join('w.' + c.strip() for c in WAIT_COLS.split(','))} FROM waits w "
-            "JOIN runs r ON r.run_id = w.run_id AND r.head_seq = w.checkpoint_seq "
-            "WHERE w.resolved_at IS NULL AND r.status = 'waiting' ORDER BY w.created_at",
-        )
-        return [wait_record(r) for r in rows]
+            for table in q.TABLES_BY_RUN:
+                con.execute(POSTGRES.sql(q.DELETE_BY_RUN[table]), [run_id])
 
     def table_snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of every table, for tests that prove a refused action changed nothing."""
@@ -648,10 +491,10 @@ def _encode(rows: Sequence[dict[str, Any]]) -> bytes:
     The journal's encoder refuses a lone surrogate in data and escapes it in observations;
     jsonb cannot hold a NUL character either (`\\u0000`): refused in data, escaped in observations.
     """
-    parts = [_dumps(r) for r in rows]
+    parts = [dumps(r) for r in rows]
     for i, part in enumerate(parts):
         if _NUL in part:
-            parts[i] = _dumps(_without_nul(rows[i]))
+            parts[i] = dumps(_without_nul(rows[i]))
     return b"[" + b",".join(parts) + b"]"
 
 
@@ -661,7 +504,7 @@ def _without_nul(row: dict[str, Any]) -> dict[str, Any]:
         if key in _OBSERVATIONS:
             out[key] = json.loads(json.dumps(value, default=str).replace(_NUL.decode() * 1, "\\\\u0000"))
             continue
-        where = _nul_at(value, key)
+        where = string_at(value, key, _has_nul)
         if where:
             what = {"cp": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer"}.get(row.get("t", ""), "row")
             raise UnstorableValueError(
@@ -671,19 +514,5 @@ def _without_nul(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _nul_at(value: Any, path: str) -> str | None:
-    if isinstance(value, str):
-        return path if "\x00" in value else None
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if isinstance(k, str) and "\x00" in k:
-                return f"{path} (a key)"
-            found = _nul_at(v, f"{path}.{k}")
-            if found:
-                return found
-    elif isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            found = _nul_at(v, f"{path}[{i}]")
-            if found:
-                return found
-    return None
+def _has_nul(text: str) -> bool:
+    return "\x00" in text

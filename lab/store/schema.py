@@ -7,7 +7,18 @@ columns hold what the codec wrote; query them with DuckDB's JSON functions
 
 from __future__ import annotations
 
+from ..errors import StoreSchemaError
+
 SCHEMA_VERSION = 4
+
+
+def refuse_newer(what: str, version: int) -> None:
+    """Refuse a store whose schema `version` a newer Graph Lab wrote (`what` names it: "the store PATH")."""
+    if version > SCHEMA_VERSION:
+        raise StoreSchemaError(
+            f"{what} was written by a newer Graph Lab (schema {version}; this version "
+            f"knows up to {SCHEMA_VERSION}); upgrade graph-lab to open it"
+        )
 
 TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events")
 """The data tables (besides `meta`), in dependency order."""

@@ -51,7 +51,7 @@ def _close_all() -> None:
     """Close every store this test left open (so a dropped database has no connections)."""
     from lab.store import duckdb_store, postgres_store
 
-    for registry in (postgres_store._OPEN, duckdb_store._OPEN):
+    for registry in (postgres_store._OPEN, duckdb_store.OPEN):
         for store in list(registry.values()):
             if not store.closed:
                 store.close()

@@ -1,0 +1,143 @@
+"""Opening a DuckDB store's file: its schema version, its tables, migrations, and a reader's view.
+
+Mixed into `DuckDBStore`; every method runs with the file attached (duckdb_files.py).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from typing import Any
+
+import duckdb
+
+from ..errors import StoreError, StoreSchemaError
+from . import sql_text as q
+from .dialect import DUCKDB
+from .holders import Process
+from .schema import MIGRATIONS, SCHEMA_VERSION, refuse_newer
+
+__all__ = ("SchemaChecks", "TABLES_CREATED")
+
+TABLES_CREATED = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", " ".join(s for m in MIGRATIONS for s in m)))
+"""Every table the migrations create: a store lacking one was edited by hand."""
+
+
+class SchemaChecks:
+    """Check, migrate and (for a reader) snapshot the attached file."""
+
+    path: str
+    _con: duckdb.DuckDBPyConnection
+    _unfolded: Any
+    _load_journal_rows: Any
+    _fold_statements: Any
+
+    def _version(self) -> int:
+        con = self._con
+        try:
+            has_meta = con.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
+            ).fetchone()[0]
+            version = 0
+            if has_meta:
+                row = con.execute(q.SCHEMA_VERSION_READ).fetchone()
+                version = int(row[0]) if row else 0
+        except ValueError:
+            raise StoreSchemaError(
+                f"the store {self.path} says its schema_version is {row[0]!r}, not a number: its meta table was "
+                "edited outside Graph Lab; restore the file from a backup, or move it aside to start a new store"
+            ) from None
+        except duckdb.Error as exc:
+            raise StoreError(
+                f"cannot open the store {self.path}: it is damaged or not a Graph Lab store "
+                f"({str(exc).splitlines()[0]}); move the file aside to start a new store, or restore it from a backup"
+            ) from None
+        refuse_newer(f"the store {self.path}", version)
+        return version
+
+    def _check_tables(self, version: int) -> None:
+        con = self._con
+        present = {
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'"
+            ).fetchall()
+        }
+        missing = sorted(TABLES_CREATED - present)
+        if missing:
+            raise StoreError(
+                f"the store {self.path} (schema {version}) lacks its table(s) {missing}: it was edited outside "
+                "Graph Lab; restore it from a backup, or move the file aside to start a new store"
+            )
+
+    def _probe(self) -> None:
+        """Read every table once before anything is created beside the file (a damaged file fails here)."""
+        try:
+            for table in sorted(TABLES_CREATED):
+                self._con.execute(f"SELECT count(*) FROM {table}").fetchone()
+            self._con.execute("SELECT * FROM journal_marks").fetchall()
+        except duckdb.Error as exc:
+            raise StoreError(
+                f"cannot open the store {self.path}: it is not a DuckDB database or is damaged "
+                f"({str(exc).splitlines()[0]}); move the file aside to start a new store, or restore it from a backup"
+            ) from None
+
+    def _check_schema(self) -> None:
+        """A reader migrates nothing: an older store is read once a Lab has opened (and upgraded) it."""
+        version = self._version()
+        if version < SCHEMA_VERSION:
+            raise StoreSchemaError(
+                f"the store {self.path} has schema {version} (this Graph Lab writes {SCHEMA_VERSION}); reading it "
+                f"without writing needs the current schema: open it once with Lab({self.path!r}) to upgrade it"
+            )
+        self._check_tables(version)
+
+    def _snapshot(self) -> None:
+        """A reader's view: the tables as the file holds them, plus every journal folded in memory.
+
+        Temp tables shadow the file's (unqualified names find `temp` first), so every read
+        below works unchanged and nothing is written to the file or a journal. A run left
+        `running` by a process that is gone is shown `interrupted`.
+        """
+        con = self._con
+        db = con.execute("SELECT current_database()").fetchone()[0]
+        sources = self._unfolded(read_only=True)
+        shadow = ("runs", "checkpoints", "waits", "events", "writers") if sources else ("runs", "writers")
+        for table in shadow:
+            ddl = con.execute(
+                "SELECT sql FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' AND table_name = ?",
+                [db, table],
+            ).fetchone()[0]
+            con.execute(re.sub(r"^CREATE TABLE [^(\s]+", f"CREATE TEMP TABLE {table}", ddl, count=1))
+            con.execute(f'INSERT INTO temp.main.{table} SELECT * FROM "{db}".main.{table}')
+        if sources:
+            with tempfile.TemporaryDirectory(prefix="graphlab-read-") as tmp:
+                try:
+                    self._load_journal_rows(con, sources, tmp)
+                    for stmt in self._fold_statements():
+                        con.execute(stmt)
+                    con.execute("DROP TABLE journal_rows")
+                except duckdb.Error as exc:
+                    raise StoreError(
+                        f"cannot read the journals of {self.path}: {str(exc).splitlines()[0]}; a line of one was "
+                        f"damaged or edited by hand: run `python -m lab salvage --store {self.path}`"
+                    ) from None
+        running = con.execute(
+            "SELECT r.run_id, w.pid, w.host, w.started FROM runs r LEFT JOIN writers w USING (run_id) "
+            "WHERE r.status = 'running'"
+        ).fetchall()
+        gone = [run_id for run_id, pid, host, started in running if pid is None or not Process(pid, host, started).is_alive()]
+        if gone:
+            con.execute("UPDATE runs SET status = 'interrupted' WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [gone])
+
+    def _migrate(self) -> None:
+        con = self._con
+        version = self._version()
+        for v in range(version, SCHEMA_VERSION):
+            con.execute("BEGIN")
+            for stmt in MIGRATIONS[v]:
+                con.execute(stmt)
+            con.execute(DUCKDB.upsert("meta", q.META_COLUMNS, "key"), ["schema_version", str(v + 1)])
+            con.execute("COMMIT")
+        self._check_tables(version)
+

@@ -1,0 +1,95 @@
+"""The store's SQL, one text per operation, shared by the DuckDB and PostgreSQL stores.
+
+Written in DuckDB's spelling with `?` parameters and the markers of `dialect.py` (`{json}`,
+`{in_ints}`); each store renders a text with its dialect (`DUCKDB.sql(GET_RUN)`) before it
+runs it. What only one backend does (DuckDB's journal fold and list aggregates, PostgreSQL's
+server-side write function and advisory locks) stays with that backend.
+"""
+
+from __future__ import annotations
+
+__all__ = (
+    "RUN_COLS", "CP_COLS", "WAIT_COLS", "EV_COLS", "TABLES_BY_RUN",
+    "GET_RUN", "LIST_RUNS", "FAMILY", "NEXT_SEQS",
+    "CHECKPOINTS", "CHECKPOINT", "CHECKPOINTS_IN", "SEQS", "PARENTS", "COUNT_PRUNED", "PRUNE", "DELETE_BY_RUN",
+    "EVENTS", "EVENTS_OF_KIND", "EVENT_COUNT", "EVENT_TAIL", "SETTLED_STATIONS",
+    "WAITS", "WAIT_AT", "OPEN_WAITS",
+    "GRAPH_REVISION", "GRAPH_NEXT_REVISION", "GRAPH_INSERT", "MANIFEST",
+    "SCHEMA_VERSION_READ", "META_COLUMNS", "list_runs",
+)  # fmt: skip
+
+RUN_COLS = (
+    "run_id, graph_key, revision, digest, status, head_seq, durability, output, error, "
+    "created_at, updated_at, parent_run_id, parent_seq, breakpoints"
+)
+CP_COLS = "run_id, seq, parent_seq, status, state, next, output, created_at, counters"
+WAIT_COLS = (
+    "run_id, owner, kind, node_id, checkpoint_seq, prompt, details, prior, created_at, resolved_at, resolution"
+)
+EV_COLS = "run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at"
+TABLES_BY_RUN = ("checkpoints", "events", "waits", "runs")
+"""The tables a run's rows live in, children first (the order a run is deleted in)."""
+
+# -- runs ------------------------------------------------------------------------------------
+
+GET_RUN = f"SELECT {RUN_COLS} FROM runs WHERE run_id = ?"
+LIST_RUNS = f"SELECT {RUN_COLS} FROM runs WHERE true"
+FAMILY = (
+    f"SELECT {RUN_COLS} FROM runs WHERE run_id = ? OR parent_run_id IS NOT NULL "
+    "OR run_id IN (SELECT parent_run_id FROM runs WHERE parent_run_id IS NOT NULL)"
+)
+"""The run, every child run, and every run that is a parent: all a lineage can name."""
+NEXT_SEQS = (
+    "SELECT (SELECT coalesce(max(seq), -1) + 1 FROM checkpoints WHERE run_id = ?), "
+    "(SELECT coalesce(max(seq), -1) + 1 FROM events WHERE run_id = ?)"
+)
+
+
+def list_runs(*, graph_key: bool, status: bool) -> str:
+    """`LIST_RUNS` filtered by the graph key and/or the status (a parameter each, in that order)."""
+    return LIST_RUNS + (" AND graph_key = ?" if graph_key else "") + (" AND status = ?" if status else "") + (
+        " ORDER BY created_at, run_id"
+    )
+
+
+# -- checkpoints -----------------------------------------------------------------------------
+
+CHECKPOINTS = f"SELECT {CP_COLS} FROM checkpoints WHERE run_id = ? ORDER BY seq"
+CHECKPOINT = f"SELECT {CP_COLS} FROM checkpoints WHERE run_id = ? AND seq = ?"
+CHECKPOINTS_IN = f"SELECT {CP_COLS} FROM checkpoints WHERE run_id = ? AND seq {{in_ints}}"
+SEQS = "SELECT seq FROM checkpoints WHERE run_id = ? ORDER BY seq"
+PARENTS = "SELECT seq, parent_seq FROM checkpoints WHERE run_id = ? ORDER BY seq"
+COUNT_PRUNED = "SELECT count(*) FROM checkpoints WHERE run_id = ? AND NOT (seq {in_ints})"
+PRUNE = "DELETE FROM checkpoints WHERE run_id = ? AND NOT (seq {in_ints})"
+DELETE_BY_RUN = {table: f"DELETE FROM {table} WHERE run_id = ?" for table in TABLES_BY_RUN}
+
+# -- events ----------------------------------------------------------------------------------
+
+EVENTS = f"SELECT {EV_COLS} FROM events WHERE run_id = ? ORDER BY seq"
+EVENTS_OF_KIND = f"SELECT {EV_COLS} FROM events WHERE run_id = ? AND kind = ? ORDER BY seq"
+EVENT_COUNT = "SELECT count(*) FROM events WHERE run_id = ?"
+EVENT_TAIL = f"SELECT {EV_COLS} FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT ?"
+SETTLED_STATIONS = (
+    "SELECT checkpoint_seq, node_id FROM events WHERE run_id = ? AND kind = 'settled' "
+    "AND checkpoint_seq IS NOT NULL AND node_id IS NOT NULL"
+)
+
+# -- waits -----------------------------------------------------------------------------------
+
+WAITS = f"SELECT {WAIT_COLS} FROM waits WHERE run_id = ? ORDER BY checkpoint_seq, created_at"
+WAIT_AT = f"SELECT {WAIT_COLS} FROM waits WHERE run_id = ? AND checkpoint_seq = ? ORDER BY created_at DESC LIMIT 1"
+OPEN_WAITS = (
+    f"SELECT {', '.join('w.' + c.strip() for c in WAIT_COLS.split(','))} FROM waits w "
+    "JOIN runs r ON r.run_id = w.run_id AND r.head_seq = w.checkpoint_seq "
+    "WHERE w.resolved_at IS NULL AND r.status = 'waiting' ORDER BY w.created_at"
+)
+"""Every unanswered wait of a waiting run, at the run's head."""
+
+# -- graphs and the schema -------------------------------------------------------------------
+
+GRAPH_REVISION = "SELECT revision FROM graphs WHERE graph_key = ? AND digest = ?"
+GRAPH_NEXT_REVISION = "SELECT coalesce(max(revision), 0) + 1 FROM graphs WHERE graph_key = ?"
+GRAPH_INSERT = "INSERT INTO graphs VALUES (?, ?, ?, {json}, ?)"
+MANIFEST = "SELECT manifest FROM graphs WHERE graph_key = ? AND revision = ?"
+SCHEMA_VERSION_READ = "SELECT value FROM meta WHERE key = 'schema_version'"
+META_COLUMNS = ("key", "value")
