@@ -4,6 +4,7 @@ Every checkpoint and event of a run is kept in DuckDB, so a run survives a kerne
 and its history can be queried with SQL.
 """
 
+from .built import BuiltGraph
 from .diff import Change, StateDiff
 from .errors import (
     ArgumentError,
@@ -38,7 +39,7 @@ from .errors import (
 )
 from .events import report_progress
 from .gates import CapabilityRequired, Gate, Verdict, granted, interrupt
-from .graph import BuiltGraph, LabGraph
+from .graph import LabGraph
 from .history import Checkpoint
 from .lab import DEFAULT_PATH, Lab, current_lab, current_run
 from .limits import DEFAULT_STEP_LIMIT, Limits

@@ -291,7 +291,7 @@ class StepDeclaring:
     name: str
     _decl: StepDeclarations
 
-    def _changed(self) -> None:  # pragma: no cover - LabGraph's
+    def changed(self) -> None:  # pragma: no cover - LabGraph's
         raise NotImplementedError
 
     @property
@@ -327,7 +327,7 @@ class StepDeclaring:
             call = in_thread(call)
         s = self._decl.step(call, node_id=node_id, label=label)
         self.set_policy(s.id, retry=retry, timeout=timeout, where=f"@g.step({s.id})")  # type: ignore[attr-defined]
-        self._changed()
+        self.changed()
         return s
 
     def join(
@@ -353,7 +353,7 @@ class StepDeclaring:
             parent_fork_id=parent_fork_id,
             preferred_parent_fork=preferred_parent_fork,
         )
-        self._changed()
+        self.changed()
         return j
 
     def edge_from(self, *sources: Any) -> EdgePathBuilder[Any, Any, Any]:
@@ -363,7 +363,7 @@ class StepDeclaring:
     def add(self, *edges: EdgePath[Any, Any]) -> None:
         """Add edges; an edge added again (the same sources and path) replaces the old one."""
         self._decl.add(edges)
-        self._changed()
+        self.changed()
 
     def add_edge(self, source: Any, destination: Any, *, label: str | None = None) -> None:
         """One plain edge, as `GraphBuilder.add_edge`."""
@@ -430,9 +430,9 @@ def _scratch() -> GraphBuilder[Any, Any, Any, Any]:
 
 def pin_native(g: LabGraph, native: Graph[Any, Any, Any, Any]) -> Any:
     """The `BuiltGraph` of `native` under `g`'s name: manifest, codec and revision, as `lab.adopt` makes them."""
-    from . import adopt
+    from .native_read import read_native
 
-    return adopt._build(_NativeView(g, native))
+    return read_native(_NativeView(g, native))
 
 
 class _NativeView:
@@ -442,14 +442,14 @@ class _NativeView:
         self.lab, self.name, self.native = g.lab, g.name, native
         self.state_type, self.deps_type = g.state_type, g.deps_type
         self.model = g.model
-        self._namespace: dict[str, Any] = {}  # hints resolve through each function's own module
+        self.namespace: dict[str, Any] = {}  # hints resolve through each function's own module
 
 
 def start_entry(g: LabGraph, built: Any, inputs: Any) -> Any:
     """The first pending task of a step-style graph: its start node with `inputs`, checked against the input type."""
-    from .adopt import START
     from .engine.tasks import TaskInput
     from .errors import StateContractError
+    from .native_read import START
 
     entry: Any = TaskInput(START, inputs)
     if built.manifest.engine == "superstep":  # a parallel graph's first task carries its fork stack

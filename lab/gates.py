@@ -37,6 +37,7 @@ __all__ = (
     "station_context",
     "child_slot",
     "slot_child",
+    "current_station",
 )
 
 StateT = TypeVar("StateT", default=None)
@@ -167,6 +168,12 @@ def _current(what: str) -> StationContext:
             "run steps it (run.step() / run.run())"
         )
     return ctx
+
+
+def current_station(what: str) -> StationContext:
+    """The station running now, for a kind's own station API (a delegated station's run); `what` names
+    the call in the error raised when no station runs."""
+    return _current(what)
 
 
 def interrupt(value: Any = None) -> Any:

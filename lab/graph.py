@@ -13,9 +13,8 @@ import inspect
 import sys
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from types import NoneType, UnionType
-from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin, get_type_hints
+from types import NoneType
+from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin
 
 from pydantic_graph import BaseNode, End, Graph, GraphBuilder
 from pydantic_graph.join import Join, JoinNode
@@ -23,42 +22,28 @@ from pydantic_graph.node import Fork
 from pydantic_graph.step import NodeStep, StepNode
 
 from .builder import StepDeclarations, StepDeclaring
+from .built import BuiltGraph, is_gate, qualname, start_run, station_kind
 from .codec import SnapshotCodec
 from .display_hooks import show
 from .engine.blocking import set_blocking
-from .errors import GraphDefinitionError, StateContractError, UnsupportedTopologyError
-from .limits import DEFAULT_STEP_LIMIT, UNSET, Limits, check_step_limit, check_timeout
+from .errors import GraphDefinitionError, UnsupportedTopologyError
+from .limits import DEFAULT_STEP_LIMIT, UNSET
 from .manifest import END, Manifest, Station, check_key, source_fingerprint
 from .records import Durability
 from .retry import Retry, StationPolicies
+from .type_hints import return_hint, union_args
 
 if TYPE_CHECKING:
     from .lab import Lab
     from .run import Run
     from .waits import Budgets
 
-__all__ = ("LabGraph", "BuiltGraph", "check_serial_topology")
+__all__ = ("LabGraph", "BuiltGraph", "check_serial_topology", "start_run", "station_kind")
+
+# lab.render.spec still imports these two under their old names; lab.type_hints has them public.
+_return_hint, _union_args = return_hint, union_args
 
 N = TypeVar("N", bound=type)
-
-
-@dataclass(frozen=True)
-class BuiltGraph:
-    """One built revision: the native graph, its pinned manifest and its snapshot codec."""
-
-    key: str
-    native: Graph[Any, Any, Any, Any]
-    manifest: Manifest
-    codec: SnapshotCodec
-    nodes: dict[str, type]
-    state_type: Any
-    deps_type: Any
-    output_type: Any
-
-    @property
-    def revision(self) -> int:
-        assert self.manifest.revision is not None
-        return self.manifest.revision
 
 
 class Drawable:
@@ -167,7 +152,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         self.set_policy(node_id, retry=retry, timeout=timeout, where=f"@g.node({node_id})")
         set_blocking(cls, bool(blocking))
         self._nodes[node_id] = cls
-        self._changed()
+        self.changed()
         return cls
 
     def model_spec(self) -> Any:
@@ -192,7 +177,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             raise GraphDefinitionError(
                 f"graph {self.name!r} has no node, step, join or edge {node_id!r}; it has {list(self.declarations())}"
             )
-        self._changed()
+        self.changed()
 
     def declarations(self) -> dict[str, Any]:
         """Everything declared, by key: node, step and join ids, and `edge <key>` per edge."""
@@ -206,7 +191,9 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         """Call `callback(graph)` whenever a node is declared or removed (live views use this)."""
         self._listeners.append(callback)
 
-    def _changed(self) -> None:
+    def changed(self) -> None:
+        """Forget the built revision and call the `on_change` listeners: a declaration changed (a node,
+        a step, an edge, the graph's types or model); the next `build()` pins what is declared now."""
         self._built = None
         for cb in list(self._listeners):
             try:
@@ -226,7 +213,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
     def build(self) -> BuiltGraph:
         """Build the native graph and pin its manifest revision (cached until a node changes)."""
         if self._built is None:
-            self._built = _build(self)
+            self._built = self._build_revision()
         return self._built
 
     @property
@@ -297,243 +284,145 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             tags=tags,
         )
 
+    def _build_revision(self) -> BuiltGraph:
+        """Build the native graph from the declarations and pin its manifest revision in the store."""
+        if self.model == "superstep" and (self._nodes or not self._decl.active):
+            raise GraphDefinitionError(
+                f"graph {self.name!r} has model='superstep': declare its nodes with @self.step and its edges with self.add(...) / "
+                "self.add_edge(...) (BaseNode classes run in pydantic-graph's own model: leave model out for them)"
+            )
+        if self._decl.active:
+            return self._build_steps()
+        if not self._nodes:
+            raise GraphDefinitionError(f"graph {self.name!r} has no nodes yet; declare some with {self.decorator}")
+        codec = SnapshotCodec(state_type=self.state_type, output_type=self.output_type, nodes=self._nodes)
+        edges: list[tuple[str, str]] = []
+        targets: dict[str, list[Any]] = {}
+        for node_id, cls in self._nodes.items():
+            dsts = self._return_targets(node_id, cls)
+            targets[node_id] = dsts
+            for dst in dsts:
+                edges.append((node_id, END if dst is End else dst.get_node_id()))
+        native = self._native_graph(targets)
+        check_serial_topology(native)
+        stations = tuple(
+            Station(
+                node_id=node_id,
+                kind=station_kind(cls),
+                qualname=cls.__qualname__,
+                fields=tuple(codec.node(node_id).fields),
+                source_hash=source_fingerprint(cls),
+            )
+            for node_id, cls in self._nodes.items()
+        )
+        schema_id = hashlib.sha256(codec.schema_id().encode()).hexdigest()[:16]
+        manifest = Manifest(
+            key=self.name,
+            stations=stations,
+            edges=tuple(sorted(set(edges))),
+            schema_id=schema_id,
+            state_type=qualname(self.state_type),
+        )
+        revision = self.lab.store.register_graph(manifest)
+        return BuiltGraph(
+            key=self.name,
+            native=native,
+            manifest=manifest.with_revision(revision),
+            codec=codec,
+            nodes=dict(self._nodes),
+            state_type=self.state_type,
+            deps_type=self.deps_type,
+            output_type=self.output_type,
+        )
+
+    def _build_steps(self) -> BuiltGraph:
+        """Pin the native graph the step-style declarations build, read exactly as `lab.adopt` reads one."""
+        from .builder import pin_native
+
+        return pin_native(self, self._decl.native_graph(self))
+
+    def _return_targets(self, node_id: str, cls: type) -> list[Any]:
+        """The declared classes (and End) a node's `run` (a gate's `decide`) return hint names."""
+        method = "decide" if is_gate(cls) else "run"
+        run = getattr(cls, method, None)
+        localns = dict(self._nodes)
+        try:
+            hints = return_hint(run, localns)
+        except NameError as exc:
+            raise GraphDefinitionError(
+                f"node {node_id}: its {method}() return hint names {exc.name!r}, which is not defined; "
+                f"declare it with {self.decorator} or fix the name"
+            ) from exc
+        if "return" not in hints:
+            raise GraphDefinitionError(
+                f"node {node_id} has no return hint on {method}(); annotate it with the nodes it may return, "
+                "e.g. `-> Next | End[int]`"
+            )
+        out: list[Any] = []
+        for arg in union_args(hints["return"]):
+            base = get_origin(arg) or arg
+            if base is typing.Annotated:
+                arg = get_args(arg)[0]
+                base = get_origin(arg) or arg
+            if base is End:
+                out.append(End)
+            elif base is JoinNode:
+                raise UnsupportedTopologyError(
+                    f"node {node_id} returns a JoinNode: joins and reducers need the super-step engine; "
+                    "the serial engine runs one station at a time (seed 001)"
+                )
+            elif base is StepNode:
+                raise UnsupportedTopologyError(
+                    f"node {node_id} returns a StepNode; adopt the native graph with lab.adopt(...) to run "
+                    "step functions"
+                )
+            elif inspect.isclass(base) and issubclass(base, BaseNode):
+                target_id = base.get_node_id()
+                if target_id not in self._nodes:
+                    raise GraphDefinitionError(
+                        f"node {node_id} returns {target_id}, which is not declared in graph {self.name!r}; "
+                        f"decorate {target_id} with {self.decorator} (declared: {sorted(self._nodes)})"
+                    )
+                out.append(self._nodes[target_id])
+            else:
+                raise GraphDefinitionError(
+                    f"node {node_id}: return hint part {arg!r} is neither a declared node nor End[...]; "
+                    "list the node classes it may return"
+                )
+        return out
+
+    def _native_graph(self, targets: dict[str, list[Any]]) -> Graph[Any, Any, Any, Any]:
+        """The native graph, edges taken from the return hints just read (as `GraphBuilder.node` does)."""
+        b: GraphBuilder[Any, Any, Any, Any] = GraphBuilder(
+            name=self.name,
+            state_type=self.state_type if self.state_type is not None else NoneType,
+            deps_type=self.deps_type if self.deps_type is not None else NoneType,
+            output_type=self.output_type,
+            auto_instrument=False,
+        )
+        for node_id, dsts in targets.items():
+            src = NodeStep(self._nodes[node_id])
+            natives = [b.end_node if d is End else NodeStep(d) for d in dsts]
+            if len(natives) == 1:
+                b.add(b.edge_from(src).to(natives[0]))
+            else:
+                decision = b.decision(node_id=f"{node_id}__routes")
+                for dst in natives:
+                    decision = decision.branch(b.match(NoneType).to(dst))
+                b.add(b.edge_from(src).to(decision))
+        # Any declared node may be the entry: the start routes by the entry node's class. The lab
+        # injects the entry station at the iterator's first boundary, so this route only registers the
+        # start node and documents the entries; the native reachability check does not apply.
+        entry = b.decision(node_id="__entry__")
+        for cls in self._nodes.values():
+            entry = entry.branch(b.match_node(cls))
+        b.add(b.edge_from(b.start_node).to(entry))
+        return b.build(validate_graph_structure=False)
+
     def __repr__(self) -> str:
         if self._decl.active:
             return f"<LabGraph {self.name!r} steps={list(self._decl.steps)} joins={list(self._decl.joins)} edges={len(self._decl.edges)}>"
         return f"<LabGraph {self.name!r} nodes={list(self._nodes)}>"
-
-
-def start_run(
-    g: Any,
-    built: BuiltGraph,
-    entry: Any,
-    *,
-    state: Any,
-    deps: Any,
-    durability: Durability | None,
-    batch_size: int | None,
-    breakpoints: dict[str, Sequence[str]] | None,
-    step_limit: int | None = UNSET,
-    timeout: float | None = UNSET,
-    parent: tuple[str, int | None] | None = None,
-    tags: dict[str, Any] | None = None,
-) -> Run:
-    """Create a run of `g` (declared or adopted) at `entry`: default state, contract check, first checkpoint.
-
-    `parent` is (run id, checkpoint) of the run whose station started this one as a subgraph.
-    """
-    if step_limit is UNSET:
-        step_limit = getattr(g, "step_limit", DEFAULT_STEP_LIMIT)
-    if timeout is UNSET:
-        timeout = getattr(g, "timeout", None)
-    limits = Limits(
-        step_limit=check_step_limit(step_limit, f"{g.name}.start"), timeout=check_timeout(timeout, f"{g.name}.start")
-    )
-    state_type = g.state_type
-    if state is None and state_type not in (None, NoneType):
-        try:
-            state = state_type()
-        except TypeError as exc:
-            raise StateContractError(
-                f"graph {g.name!r} declares state type {getattr(state_type, '__qualname__', state_type)}, which "
-                f"has no default; pass state=... to start ({exc})"
-            ) from exc
-    built.codec.check_contract(state)
-    from .lab import note_run
-    from .run import Run
-
-    run = Run.create(
-        g.lab,
-        g,
-        built,
-        entry,
-        state=state,
-        deps=deps,
-        durability=durability or g.lab.durability,
-        batch_size=batch_size or g.lab.batch_size,
-        breakpoints=breakpoints,
-        budgets=getattr(g, "budgets", None) or g.lab.budgets,
-        limits=limits,
-        parent=parent,
-        tags=tags,
-    )
-    note_run(run)
-    return run
-
-
-def _build(g: LabGraph) -> BuiltGraph:
-    if g.model == "superstep" and (g._nodes or not g._decl.active):
-        raise GraphDefinitionError(
-            f"graph {g.name!r} has model='superstep': declare its nodes with @g.step and its edges with g.add(...) / "
-            "g.add_edge(...) (BaseNode classes run in pydantic-graph's own model: leave model out for them)"
-        )
-    if g._decl.active:
-        return _build_steps(g)
-    if not g._nodes:
-        raise GraphDefinitionError(f"graph {g.name!r} has no nodes yet; declare some with {g.decorator}")
-    codec = SnapshotCodec(state_type=g.state_type, output_type=g.output_type, nodes=g._nodes)
-    edges: list[tuple[str, str]] = []
-    targets: dict[str, list[Any]] = {}
-    for node_id, cls in g._nodes.items():
-        dsts = _return_targets(g, node_id, cls)
-        targets[node_id] = dsts
-        for dst in dsts:
-            edges.append((node_id, END if dst is End else dst.get_node_id()))
-    native = _native_graph(g, targets)
-    check_serial_topology(native)
-    stations = tuple(
-        Station(
-            node_id=node_id,
-            kind=station_kind(cls),
-            qualname=cls.__qualname__,
-            fields=tuple(codec.node(node_id).fields),
-            source_hash=source_fingerprint(cls),
-        )
-        for node_id, cls in g._nodes.items()
-    )
-    schema_id = hashlib.sha256(codec.schema_id().encode()).hexdigest()[:16]
-    manifest = Manifest(
-        key=g.name,
-        stations=stations,
-        edges=tuple(sorted(set(edges))),
-        schema_id=schema_id,
-        state_type=_qualname(g.state_type),
-    )
-    revision = g.lab.store.register_graph(manifest)
-    return BuiltGraph(
-        key=g.name,
-        native=native,
-        manifest=manifest.with_revision(revision),
-        codec=codec,
-        nodes=dict(g._nodes),
-        state_type=g.state_type,
-        deps_type=g.deps_type,
-        output_type=g.output_type,
-    )
-
-
-def _build_steps(g: LabGraph) -> BuiltGraph:
-    """Pin the native graph the step-style declarations build, read exactly as `lab.adopt` reads one."""
-    from .builder import pin_native
-
-    return pin_native(g, g._decl.native_graph(g))
-
-
-def _is_gate(cls: type) -> bool:
-    from .gates import Gate
-
-    return inspect.isclass(cls) and issubclass(cls, Gate)
-
-
-def station_kind(cls: type) -> str:
-    """A node class's manifest kind: a gate, a delegated agent station (lab.agents), or a node."""
-    if _is_gate(cls):
-        return "gate"
-    from .agents.node import DelegatedAgentNode
-
-    return "delegated" if inspect.isclass(cls) and issubclass(cls, DelegatedAgentNode) else "node"
-
-
-def _qualname(tp: Any) -> str:
-    return f"{getattr(tp, '__module__', '')}.{getattr(tp, '__qualname__', repr(tp))}"
-
-
-def _return_targets(g: LabGraph, node_id: str, cls: type) -> list[Any]:
-    """The declared classes (and End) a node's `run` (a gate's `decide`) return hint names."""
-    method = "decide" if _is_gate(cls) else "run"
-    run = getattr(cls, method, None)
-    localns = dict(g._nodes)
-    try:
-        hints = _return_hint(run, localns)
-    except NameError as exc:
-        raise GraphDefinitionError(
-            f"node {node_id}: its {method}() return hint names {exc.name!r}, which is not defined; "
-            f"declare it with {g.decorator} or fix the name"
-        ) from exc
-    if "return" not in hints:
-        raise GraphDefinitionError(
-            f"node {node_id} has no return hint on {method}(); annotate it with the nodes it may return, "
-            "e.g. `-> Next | End[int]`"
-        )
-    out: list[Any] = []
-    for arg in _union_args(hints["return"]):
-        base = get_origin(arg) or arg
-        if base is typing.Annotated:
-            arg = get_args(arg)[0]
-            base = get_origin(arg) or arg
-        if base is End:
-            out.append(End)
-        elif base is JoinNode:
-            raise UnsupportedTopologyError(
-                f"node {node_id} returns a JoinNode: joins and reducers need the super-step engine; "
-                "the serial engine runs one station at a time (seed 001)"
-            )
-        elif base is StepNode:
-            raise UnsupportedTopologyError(
-                f"node {node_id} returns a StepNode; adopt the native graph with lab.adopt(...) to run "
-                "step functions"
-            )
-        elif inspect.isclass(base) and issubclass(base, BaseNode):
-            target_id = base.get_node_id()
-            if target_id not in g._nodes:
-                raise GraphDefinitionError(
-                    f"node {node_id} returns {target_id}, which is not declared in graph {g.name!r}; "
-                    f"decorate {target_id} with {g.decorator} (declared: {sorted(g._nodes)})"
-                )
-            out.append(g._nodes[target_id])
-        else:
-            raise GraphDefinitionError(
-                f"node {node_id}: return hint part {arg!r} is neither a declared node nor End[...]; "
-                "list the node classes it may return"
-            )
-    return out
-
-
-def _return_hint(run: Any, localns: dict[str, Any]) -> dict[str, Any]:
-    """Resolve only `run`'s return annotation: parameter hints may name types we never need."""
-    run = inspect.unwrap(run) if run is not None else run  # a blocking node's run is wrapped (lab.engine.blocking)
-    raw = getattr(run, "__annotations__", {}).get("return", inspect.Signature.empty)
-    if raw is inspect.Signature.empty:
-        return {}
-    holder = lambda: None  # noqa: E731 - a function whose only annotation is the return hint
-    holder.__annotations__ = {"return": raw}
-    return get_type_hints(holder, globalns=getattr(run, "__globals__", None), localns=localns, include_extras=True)
-
-
-def _union_args(tp: Any) -> tuple[Any, ...]:
-    origin = get_origin(tp)
-    if origin is typing.Union or origin is UnionType:
-        return get_args(tp)
-    return (tp,)
-
-
-def _native_graph(g: LabGraph, targets: dict[str, list[Any]]) -> Graph[Any, Any, Any, Any]:
-    """The native graph, edges taken from the return hints just read (as `GraphBuilder.node` does)."""
-    b: GraphBuilder[Any, Any, Any, Any] = GraphBuilder(
-        name=g.name,
-        state_type=g.state_type if g.state_type is not None else NoneType,
-        deps_type=g.deps_type if g.deps_type is not None else NoneType,
-        output_type=g.output_type,
-        auto_instrument=False,
-    )
-    for node_id, dsts in targets.items():
-        src = NodeStep(g._nodes[node_id])
-        natives = [b.end_node if d is End else NodeStep(d) for d in dsts]
-        if len(natives) == 1:
-            b.add(b.edge_from(src).to(natives[0]))
-        else:
-            decision = b.decision(node_id=f"{node_id}__routes")
-            for dst in natives:
-                decision = decision.branch(b.match(NoneType).to(dst))
-            b.add(b.edge_from(src).to(decision))
-    # Any declared node may be the entry: the start routes by the entry node's class. The lab
-    # injects the entry station at the iterator's first boundary, so this route only registers the
-    # start node and documents the entries; the native reachability check does not apply.
-    entry = b.decision(node_id="__entry__")
-    for cls in g._nodes.values():
-        entry = entry.branch(b.match_node(cls))
-    b.add(b.edge_from(b.start_node).to(entry))
-    return b.build(validate_graph_structure=False)
 
 
 def check_serial_topology(native: Graph[Any, Any, Any, Any]) -> None:

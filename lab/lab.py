@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping
-from types import NoneType
+from types import MappingProxyType, NoneType
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import duckdb
@@ -189,14 +189,14 @@ class Lab:
         else:
             g.state_type, g.deps_type, g.output_type = state_type, deps_type, output_type
             g.input_type = input_type
-            g._changed()
+            g.changed()
         if budgets is not None and not isinstance(budgets, Budgets):
             raise ArgumentError(f"lab.graph({name!r}, budgets={budgets!r}): pass lab.Budgets(resumes=..., consecutive=...)")
         g.budgets = budgets
         g.step_limit = step_limit
         if (g.model, g.reducers, g.isolate_state, g.max_node_concurrency) != spec:
             g.model, g.reducers, g.isolate_state, g.max_node_concurrency = spec
-            g._changed()
+            g.changed()
         return g
 
     @property
@@ -215,7 +215,13 @@ class Lab:
 
     @property
     def graphs(self) -> dict[str, LabGraph]:
+        """The graphs declared here, by name (a copy: `lab.graph`, `lab.adopt`, ... declare them)."""
         return dict(self._graphs)
+
+    def add_graph(self, g: Any) -> None:
+        """Keep the graph handle `g` under `g.name`, replacing what had that name: how a kind made
+        outside `lab.graph` (a subroutine, a workflow) makes its graph one `lab.resume` finds."""
+        self._graphs[g.name] = g
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -255,24 +261,24 @@ class Lab:
             if deps is not None:
                 live._deps = deps
             live._continue_interrupted()
-            _note_run(live)
+            note_run(live)
             return live
         # Whether another live process advances the run, and taking it over if not, is one step for
         # every process on the store (docs/store.md "Who holds what, when").
         with self.store.held():
             run = self._open_run(run_id, deps)
-        _note_run(run)
+        note_run(run)
         return run
 
     def _open_run(self, run_id: str, deps: Any) -> Run:
         """A handle on a stored run: this process's to advance, or, when a live process advances it, to read."""
         writer = self.store.writer(run_id)
         rec = self.store.get_run(run_id)
-        g = self._graph_of(rec, "resume")
+        g = self.graph_of(rec, "resume")
         built = g.build()
         if built.manifest.digest != rec.digest:
             pinned = self.store.manifest(rec.graph_key, rec.revision)
-            raise RevisionMismatchError(self._mismatch_message(run_id, pinned, built.manifest))
+            raise RevisionMismatchError(self.mismatch_message(run_id, pinned, built.manifest))
         codec = built.codec
         head = self.store.checkpoint(run_id, rec.head_seq) if rec.head_seq is not None else None
         if head is None:
@@ -337,11 +343,11 @@ class Lab:
     def _fork_stored(self, run_id: str, seq: int | None, state: Any, revision: int | str | None, deps: Any) -> Run:
         writer = self.store.writer(run_id)
         rec = self.store.get_run(run_id)
-        g = self._graph_of(rec, "fork")
+        g = self.graph_of(rec, "fork")
         built = g.build()
         if built.manifest.digest != rec.digest and revision not in ("current", built.revision):
             pinned = self.store.manifest(rec.graph_key, rec.revision)
-            raise RevisionMismatchError(self._mismatch_message(run_id, pinned, built.manifest))
+            raise RevisionMismatchError(self.mismatch_message(run_id, pinned, built.manifest))
         next_cp, next_ev = self.store.next_seqs(run_id)
         # a private handle, only to fork from: neither its head nor its output is decoded
         parent = Run(
@@ -472,6 +478,11 @@ class Lab:
         """Every unanswered wait in the store: the runs that need a person (or a capability)."""
         return self.store.open_waits()
 
+    @property
+    def providers(self) -> Mapping[str, Callable[[WaitRecord], Any]]:
+        """The capability providers `lab.provide` registered, by capability (read-only)."""
+        return MappingProxyType(self._providers)
+
     def provide(self, capability: str, provider: Callable[[WaitRecord], Any] | None) -> None:
         """Grant `capability` automatically when a node raises `CapabilityRequired(capability)`.
 
@@ -488,8 +499,9 @@ class Lab:
         else:
             self._providers[capability] = provider
 
-    def _graph_of(self, rec: RunRecord, action: str) -> Any:
-        """The graph a stored run belongs to, defined in this process, or what to do."""
+    def graph_of(self, rec: RunRecord, action: str) -> Any:
+        """The graph a stored run belongs to, defined in this process; else an error saying what to
+        re-run before `action` (the words that end the message: "resume", "fork", ...)."""
         g = self._graphs.get(rec.graph_key)
         if g is None:
             raise GraphDefinitionError(
@@ -550,7 +562,7 @@ class Lab:
                 f"there, or end that process (or call lab.close() in it) first"
             )
         live = self._live.get(run_id)
-        if rec.status not in ("done", "failed", "cancelled") or (live is not None and live._busy.locked()):
+        if rec.status not in ("done", "failed", "cancelled") or (live is not None and live.busy):
             raise RunStateError(
                 f"cannot {action} run {run_id}: it is {rec.status}; deleting checkpoints needs a finished run "
                 "(done, failed or cancelled — seed 001). Cancel it first with run.cancel()"
@@ -566,7 +578,7 @@ class Lab:
 
     def close(self) -> None:
         """Fold the journal into DuckDB and release the file (every Lab in this process sharing it closes)."""
-        busy = [r.id for r in self._live.values() if r._busy.locked()]
+        busy = [r.id for r in self._live.values() if r.busy]
         if busy:
             raise RunStateError(f"runs {busy} are running; cancel or wait for them before closing the lab")
         self.store.close()
@@ -582,7 +594,8 @@ class Lab:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _mismatch_message(self, run_id: str, pinned: Manifest | None, current: Manifest) -> str:
+    def mismatch_message(self, run_id: str, pinned: Manifest | None, current: Manifest) -> str:
+        """Why run `run_id`, pinned to `pinned`, cannot go on under the graph defined now, and what to do."""
         pinned_rev = pinned.revision if pinned is not None else "?"
         changes = current.changes_from(pinned) if pinned is not None else ["the pinned manifest is missing"]
         return (
@@ -592,6 +605,8 @@ class Lab:
             f"lab.fork({run_id!r}, seq, revision='current') without a run handle), or restore the old "
             "definition to continue it."
         )
+
+    _mismatch_message = mismatch_message  # the name lab.run and lab.waits still call (until they take the public one)
 
     def _recover_interrupted(self) -> None:
         """Runs left `running` by a dead process: an attempt in flight becomes `interrupted`.

@@ -22,7 +22,7 @@ import inspect
 import sys
 import types
 import typing
-from typing import Any, get_args, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 from pydantic_graph import Graph
 from pydantic_graph.decision import Decision
@@ -30,7 +30,7 @@ from pydantic_graph.join import Join
 from pydantic_graph.step import NodeStep
 from pydantic_graph.util import unpack_type_expression
 
-__all__ = ("graph_names", "annotation", "NO_ANNOTATION")
+__all__ = ("graph_names", "annotation", "NO_ANNOTATION", "return_hint", "union_args")
 
 NO_ANNOTATION: Any = inspect.Parameter.empty
 """What `annotation` returns for a name the function does not annotate."""
@@ -90,3 +90,22 @@ def _module_names(fn: Any) -> dict[str, Any]:
         return names
     module = sys.modules.get(getattr(fn, "__module__", "") or "")
     return vars(module) if module is not None else {}
+
+
+def return_hint(run: Any, localns: dict[str, Any]) -> dict[str, Any]:
+    """Resolve only `run`'s return annotation: parameter hints may name types we never need."""
+    run = inspect.unwrap(run) if run is not None else run  # a blocking node's run is wrapped (lab.engine.blocking)
+    raw = getattr(run, "__annotations__", {}).get("return", inspect.Signature.empty)
+    if raw is inspect.Signature.empty:
+        return {}
+    holder = lambda: None  # noqa: E731 - a function whose only annotation is the return hint
+    holder.__annotations__ = {"return": raw}
+    return get_type_hints(holder, globalns=getattr(run, "__globals__", None), localns=localns, include_extras=True)
+
+
+def union_args(tp: Any) -> tuple[Any, ...]:
+    """The members of a union type (`A | B`, `Union[A, B]`), or `(tp,)` for any other type."""
+    origin = get_origin(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        return get_args(tp)
+    return (tp,)

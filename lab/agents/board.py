@@ -176,7 +176,7 @@ class AgentBoard:
             )
         self._notify(request_id)
         if inserted and start:
-            self._admit(request_id)
+            self.admit(request_id)
         return AgentJob(self, request_id)
 
     def job(self, request_id: str) -> AgentJob:
@@ -230,7 +230,8 @@ class AgentBoard:
         self._notify(request_id)
         return applied
 
-    def _completion(self, request_id: str) -> concurrent.futures.Future[None]:
+    def completion(self, request_id: str) -> concurrent.futures.Future[None]:
+        """A future that is done when the job `request_id` has ended (any terminal), from any thread."""
         with self._lock:
             fut = self._done.get(request_id)
             if fut is None:
@@ -242,7 +243,7 @@ class AgentBoard:
 
     # -- the run's side ------------------------------------------------------------------------
 
-    def _queue_for_wait(self, run: Run, wait: WaitRecord, runtime: str, request: dict[str, Any]) -> JobRecord:
+    def queue_for_wait(self, run: Run, wait: WaitRecord, runtime: str, request: dict[str, Any]) -> JobRecord:
         """Before the park is written: the job, QUEUED, durable (seed 001: persisted before first submit)."""
         from ..waits import task_of
 
@@ -285,11 +286,11 @@ class AgentBoard:
         rid = rec.request_id
         if not rec.terminal:
             if rec.status == "QUEUED":
-                self._admit(rid)  # parked, never submitted (the process stopped in between)
+                self.admit(rid)  # parked, never submitted (the process stopped in between)
             elif rid not in self._tasks:
                 self.recover_one(rec)
             try:
-                await asyncio.wrap_future(self._completion(rid))
+                await asyncio.wrap_future(self.completion(rid))
             except asyncio.CancelledError:
                 if run._cancel_requested:  # cancelling the run contains its job first
                     await _on_lab_loop(self.acancel(rid, note="the run was cancelled"))
@@ -435,7 +436,7 @@ class AgentBoard:
         if rec.run_id is None or rec.wait_owner is None:
             return
         run = self.store.live_runs.get(rec.run_id)
-        if run is None or run._busy.locked():
+        if run is None or run.busy:
             return  # a run awaiting the job adopts it itself; a run not open here adopts it on lab.resume
         if action == "provide":
             outcome = {"request_id": rec.request_id, "status": "SUCCEEDED", "output": output, "error": None, "by": "person"}
@@ -454,7 +455,7 @@ class AgentBoard:
 
     # -- runners ---------------------------------------------------------------------------------
 
-    def _admit(self, request_id: str) -> None:
+    def admit(self, request_id: str) -> None:
         """QUEUED -> ADMITTED, then start the job where its runtime runs."""
         rec = self.store.job(request_id)
         assert rec is not None
@@ -463,7 +464,7 @@ class AgentBoard:
         worker = {"folder": str(files.folder)} if rt.runner == "subprocess" else None
         if not self._move(request_id, "ADMITTED", worker=worker):
             return  # someone else admitted it
-        self._completion(request_id)
+        self.completion(request_id)
         coro = self._run_task(rec, rt) if rt.runner == "task" else self._run_worker(rec, rt, files)
         self._start(request_id, coro)
 
@@ -619,7 +620,7 @@ class AgentBoard:
         rid = rec.request_id
         if rid in self._tasks:
             return
-        self._completion(rid)
+        self.completion(rid)
         if rec.runner == "subprocess":
             files = JobFiles((rec.worker or {}).get("folder") or os.path.join(self.folder, rid))
             result = files.read_json(files.result)

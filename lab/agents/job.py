@@ -81,7 +81,7 @@ class AgentJob:
         import asyncio
 
         async def _wait() -> None:
-            await asyncio.wait_for(asyncio.wrap_future(self._board._completion(self.request_id)), timeout)
+            await asyncio.wait_for(asyncio.wrap_future(self._board.completion(self.request_id)), timeout)
 
         run_sync(_wait())
         return self

@@ -23,7 +23,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from pydantic_graph import BaseNode, GraphRunContext
 from typing_extensions import TypeVar
 
-from ..gates import WaitSignal, _current
+from ..gates import WaitSignal, current_station
 from .errors import AgentResultError, AgentRuntimeError, DelegatedJobFailed
 
 __all__ = ("DelegatedAgentNode", "DelegationRequired", "Containment", "result_type_of")
@@ -52,11 +52,11 @@ class DelegationRequired(WaitSignal):
         run.lab.agents.runtime(self.node.runtime)  # exact name, else AgentRuntimeError: the station fails
 
     def before_park(self, run: Any, wait: Any) -> Any:
-        job = run.lab.agents._queue_for_wait(run, wait, self.node.runtime, self.request)
+        job = run.lab.agents.queue_for_wait(run, wait, self.node.runtime, self.request)
         return {**self.request, "request_id": job.request_id, "runtime": self.node.runtime}
 
     def after_park(self, run: Any, wait: Any) -> None:
-        run.lab.agents._admit(wait.details["request_id"])
+        run.lab.agents.admit(wait.details["request_id"])
 
 
 class DelegatedAgentNode(BaseNode[StateT, DepsT, Any]):
@@ -142,7 +142,7 @@ class DelegatedAgentNode(BaseNode[StateT, DepsT, Any]):
 
 
 async def _delegated_run(node: DelegatedAgentNode[Any, Any], ctx: GraphRunContext[Any, Any]) -> Any:
-    station = _current(f"{type(node).__name__}.run()")
+    station = current_station(f"{type(node).__name__}.run()")
     outcome = station.job
     if outcome is None:
         raise DelegationRequired(node, node.build_request(ctx))

@@ -106,7 +106,7 @@ def open_batch(lab: Lab, batch_id: str) -> Batch:
     if not rows:
         raise ArgumentError(f"lab.batch({batch_id!r}): no batch of that id in the store {lab.store.path}")
     run_ids = [r for r, _ in sorted(rows, key=lambda x: int(x[1]))]
-    graph = lab._graph_of(lab.store.get_run(run_ids[0]), f"lab.batch({batch_id!r})")
+    graph = lab.graph_of(lab.store.get_run(run_ids[0]), f"lab.batch({batch_id!r})")
     return Batch(lab, graph, batch_id, run_ids, GraphSpec.of(graph))
 
 
@@ -184,7 +184,7 @@ class Batch:
         from ..store import is_postgres_url
 
         location = self.lab.path if is_postgres_url(self.lab.path) else None
-        actors = _actors(ray, self._spec, location, deps, min(workers, len(todo)))
+        actors = _actors(ray, self._spec, location, deps, min(workers, len(todo)), type(self.lab))
         queue = list(todo)
         busy: dict[Any, Any] = {}
         try:
@@ -205,8 +205,8 @@ class Batch:
 
     def _seed(self, run_id: str, location: str | None) -> Seed:
         """What a worker needs to rebuild the run's head: nothing on PostgreSQL, its rows otherwise."""
-        live = self.lab._live.pop(run_id, None)
-        if live is not None and live._busy.locked():
+        live = self.lab.store.live_runs.pop(run_id, None)
+        if live is not None and live.busy:
             raise LabError(f"run {run_id} of batch {self.id} is running in this process; wait for it, then batch.run()")
         if location is not None:
             return Seed(run_id)
@@ -307,14 +307,14 @@ so a batch run again (or the next batch of the same graph) reuses them. One pool
 actor holds a CPU of the Ray cluster until the next pool replaces it."""
 
 
-def _actors(ray: Any, spec: GraphSpec, location: str | None, deps: Any, n: int) -> list[Any]:
+def _actors(ray: Any, spec: GraphSpec, location: str | None, deps: Any, n: int, lab_type: Any) -> list[Any]:
     key = (spec.digest, location, id(deps), ray.get_runtime_context().get_job_id())
     if key not in _POOL:
         _drop_actors(ray)
     pool = _POOL.setdefault(key, [])
     if len(pool) < n:
         actor_cls = ray.remote(num_cpus=1)(BatchWorker)
-        pool.extend(actor_cls.remote(spec, location, deps) for _ in range(n - len(pool)))
+        pool.extend(actor_cls.remote(spec, location, lab_type, deps) for _ in range(n - len(pool)))
     return pool[:n]
 
 

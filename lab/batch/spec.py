@@ -38,7 +38,7 @@ class GraphSpec:
 
     @classmethod
     def of(cls, g: LabGraph) -> GraphSpec:
-        if getattr(g, "_decl", None) is None or g._decl.active or not g.nodes:
+        if not isinstance(getattr(g, "starts_from_inputs", None), bool) or g.starts_from_inputs or not g.nodes:
             raise ArgumentError(
                 f"lab.map({getattr(g, 'name', g)!r}, ...): a batch runs a graph declared with @g.node classes; "
                 "graphs declared with steps and edges, and adopted graphs, run one by one with g.start(...)"

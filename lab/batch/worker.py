@@ -9,6 +9,7 @@ sends them back: the notebook process writes them, in order, into the lab's stor
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,13 +39,15 @@ class Outcome:
 
 
 class BatchWorker:
-    """Declares the driver's graph once, then drives the runs it is handed (`run(seed)`)."""
+    """Declares the driver's graph once, then drives the runs it is handed (`run(seed)`).
 
-    def __init__(self, spec: Any, location: str | None, deps: Any = None):
-        from ..lab import Lab
+    `lab_type` is the driver's `Lab` class (passed in, so the batch kind never imports the facade):
+    the worker opens its own lab with it, on the store at `location` or in memory.
+    """
 
+    def __init__(self, spec: Any, location: str | None, lab_type: Callable[[str], Any], deps: Any = None):
         self.embedded = location is None
-        self.lab = Lab(":memory:") if self.embedded else Lab(location)
+        self.lab = lab_type(":memory:") if self.embedded else lab_type(location)
         self.graph = spec.declare(self.lab)
         self.deps = deps
         self._captured: list[bytes] | None = None
@@ -80,7 +83,7 @@ class BatchWorker:
         except Exception as exc:  # a failing input fails its run only
             out = Outcome(seed.run_id, "failed", None, f"{type(exc).__name__}: {exc}")
         finally:
-            lab._live.pop(seed.run_id, None)
+            lab.store.live_runs.pop(seed.run_id, None)  # this worker keeps no handle between seeds
             if self.embedded:
                 lab.store.flush()
                 out_tx, self._captured = self._captured or [], None

@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
+from ..current import current_run, note_run
 from ..errors import RunStateError
 from ..gates import station_context
+from ..graph import LabGraph
 from .definition import Definition
 from .errors import ChildCallError, SubroutineDefinitionError
 
@@ -124,13 +126,17 @@ async def invoke(context: VisitContext, child: Any, input: Any, *, params: Any, 
     graph = child.child if isinstance(child, Subroutine) else child
     if isinstance(graph, Definition):
         graph = run.lab.subroutine(graph)
-    from .compile import SubroutineGraph
-
-    if not isinstance(graph, SubroutineGraph):
+    if not _is_subroutine(graph):
         raise SubroutineDefinitionError(
             f"context.invoke({child!r}): the child is a subroutine (lab.subroutine(...)), Subroutine(child) or Workflow(child)"
         )
     return await _call_subroutine(run, context.node, graph, input, params, key)
+
+
+def _is_subroutine(graph: Any) -> bool:
+    """Whether `graph` is a subroutine's graph (`lab.subroutine(...)`): a lab graph compiled from a
+    subroutine `Definition` (asked so, not by its class, because lab.subroutine.compile imports this module)."""
+    return isinstance(graph, LabGraph) and isinstance(getattr(graph, "definition", None), Definition)
 
 
 _known: weakref.WeakKeyDictionary[Run, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
@@ -154,15 +160,13 @@ def _prior(run: Run, key: str) -> dict[str, Any] | None:
 
 def _record(run: Run, node: str, payload: dict[str, Any]) -> None:
     """A `call` event on the parent, written through before the child runs (the durable link)."""
-    run._write([run._event_row("call", node_id=node, checkpoint_seq=run.head, payload=payload)], sync=True)  # type: ignore[arg-type]
+    run.record_event("call", node_id=node, payload=payload)
     _known.setdefault(run, {}).setdefault(payload["key"], payload)
 
 
 async def _call_subroutine(
     run: Run, node: str, graph: SubroutineGraph, input: Any, params: Any, key: str
 ) -> Any:
-    from ..lab import _note_run, current_run
-
     shown = current_run()  # a child run must not become the notebook's current run
     try:
         prior = _prior(run, key)
@@ -180,7 +184,7 @@ async def _call_subroutine(
         if child.status in ("created", "running", "queued"):
             await child.arun()
     finally:
-        _note_run(shown)
+        note_run(shown)
     if child.status != "done":
         raise ChildCallError(_unfinished(child.id, graph.name, child.status, child.error))
     return child.output

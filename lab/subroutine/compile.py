@@ -36,9 +36,9 @@ from typing_extensions import TypedDict
 from ..graph import LabGraph
 from ..manifest import source_fingerprint
 from .context import VisitContext
-from .definition import INPUT, OUTPUT, Definition, NodeDecl
+from .definition import INPUT, OUTPUT, Definition, NodeDecl, caller_module
 from .errors import SubroutineDefinitionError, VisitResultError
-from .features import Proposal, _proposal
+from .features import Proposal, current_proposal
 from .routing import route
 from .values import FeatureSuccess, Success, check_returned_state
 
@@ -89,11 +89,11 @@ async def _visit(node: SubroutineNode, ctx: GraphRunContext[Any, Any]) -> Any:
     payload = copy.deepcopy(node.payload)  # a visit that mutates its input cannot change the pending station
     if decl.feature:
         proposal = Proposal(definition.features, dict(before), decl.name)
-        token = _proposal.set(proposal)
+        token = current_proposal.set(proposal)
         try:
             result = await _maybe_await(decl.fn(payload, context))
         finally:
-            _proposal.reset(token)
+            current_proposal.reset(token)
         if not isinstance(result, FeatureSuccess):
             raise VisitResultError(
                 f"Feature visit {decl.name} returned {result!r:.80}; a Feature visit returns FeatureSuccess() "
@@ -205,7 +205,7 @@ class SubroutineGraph(LabGraph):
             cls.run = _run_for(self, name, classes)  # type: ignore[method-assign]
         self._nodes.clear()
         self._nodes.update(classes)
-        self._changed()
+        self.changed()
 
     def build(self) -> Any:
         problems = self.definition.problems()
@@ -380,10 +380,8 @@ def subroutine_graph(lab: Lab, source: Definition | str, **kwargs: Any) -> Subro
             "lab.subroutine(definition) takes no other arguments: the definition has its types"
         )
     if not isinstance(source, Definition):
-        import sys
-
-        definition.module = sys._getframe(2).f_globals.get("__name__", "__main__")
-    existing = lab._graphs.get(definition.name)
+        definition.module = caller_module(2)
+    existing = lab.graphs.get(definition.name)
     if isinstance(existing, SubroutineGraph) and existing.definition is definition:
         return existing
     if existing is not None and not isinstance(existing, SubroutineGraph):
@@ -391,5 +389,5 @@ def subroutine_graph(lab: Lab, source: Definition | str, **kwargs: Any) -> Subro
             f"the name {definition.name!r} is already a graph of this lab (not a subroutine); rename the subroutine"
         )
     sub = SubroutineGraph(lab, definition)
-    lab._graphs[definition.name] = sub
+    lab.add_graph(sub)
     return sub

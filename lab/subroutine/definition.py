@@ -9,7 +9,6 @@ replaces it; listeners (the compiled graph) hear every change.
 from __future__ import annotations
 
 import inspect
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, get_type_hints
@@ -19,7 +18,7 @@ from .features import Condition, Effect, Feature
 from .routing import INPUT, OUTPUT, EdgeDecl
 from .values import NoState, check_state_type
 
-__all__ = ("Definition", "NodeDecl", "INPUT", "OUTPUT", "define")
+__all__ = ("Definition", "NodeDecl", "INPUT", "OUTPUT", "define", "caller_module")
 
 Visit = Callable[..., Any]
 
@@ -54,7 +53,7 @@ class Definition:
         self.nodes: dict[str, NodeDecl] = {}
         self.features: dict[str, Feature] = {}
         self.edges: dict[tuple[str, str], EdgeDecl] = {}
-        self.module: str = sys._getframe(1).f_globals.get("__name__", "__main__")
+        self.module: str = caller_module(1)
         self._listeners: list[Callable[[], None]] = []
 
     # -- declaring ----------------------------------------------------------------------------
@@ -240,5 +239,17 @@ def _name(end: str | Visit) -> str:
 def define(name: str, *, input: Any = Any, output: Any = Any, params: Any = None) -> Definition:
     """A subroutine definition that belongs to no lab (a module can hold it, for Workflow calls)."""
     definition = Definition(name, input=input, output=output, params=params)
-    definition.module = sys._getframe(1).f_globals.get("__name__", "__main__")
+    definition.module = caller_module(1)
     return definition
+
+
+def caller_module(depth: int) -> str:
+    """The `__name__` of the module whose code called the function `depth` frames above this call's
+    caller (`caller_module(1)` inside `f`: the module that called `f`); `"__main__"` when unknown."""
+    frame = inspect.currentframe()
+    try:
+        for _ in range(depth + 1):
+            frame = frame.f_back if frame is not None else None
+        return frame.f_globals.get("__name__", "__main__") if frame is not None else "__main__"
+    finally:
+        del frame

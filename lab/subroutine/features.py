@@ -19,7 +19,7 @@ from typing import Any, Literal, get_args, get_origin
 from ..errors import RunStateError
 from .errors import FeatureDomainError, FeatureResetError, FeatureUnsetError, SubroutineDefinitionError
 
-__all__ = ("Feature", "FeatureState", "FeatureView", "Condition", "Effect", "Proposal")
+__all__ = ("Feature", "FeatureState", "FeatureView", "Condition", "Effect", "Proposal", "current_proposal")
 
 _SCALAR_TYPES = (bool, int, float, str)
 
@@ -244,9 +244,10 @@ class Proposal:
     node: str
 
 
-_proposal: contextvars.ContextVar[Proposal | None] = contextvars.ContextVar(
+current_proposal: contextvars.ContextVar[Proposal | None] = contextvars.ContextVar(
     "graph_lab_feature_visit", default=None
 )
+"""The proposal of the Feature visit running now (set by the subroutine's station around the visit)."""
 
 
 class FeatureState:
@@ -254,7 +255,7 @@ class FeatureState:
 
     @staticmethod
     def _current(what: str, feature: Any) -> tuple[Proposal, str]:
-        proposal = _proposal.get()
+        proposal = current_proposal.get()
         if proposal is None:
             raise RunStateError(
                 f"FeatureState.{what} was called outside a Feature visit; declare the node with "

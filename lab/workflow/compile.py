@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic_graph import BaseNode, End, GraphRunContext
 from pydantic_graph.basenode import Edge
 
@@ -39,10 +38,11 @@ from ..gates import interrupt, warn
 from ..graph import LabGraph
 from ..manifest import source_fingerprint
 from ..render.spec import DASHED
-from .bag import Bag, Variable, repo_facts, seed
+from .bag import Bag, repo_facts, seed
 from .definition import END, Activity, Checkpoint, Definition, load
 from .errors import BagError, ChoiceError
 from .exits import ExitTaken, check_manifest, choose_exit, holds
+from .state import TrailEntry, WorkflowState
 
 if TYPE_CHECKING:
     from ..lab import Lab
@@ -59,32 +59,6 @@ __all__ = (
 )
 
 Worker = Callable[["ActivityContext"], Any]
-
-
-class TrailEntry(BaseModel):
-    """One completed activity: the exit it took, why, and where it led."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    activity: str
-    exit: str | None
-    reason: str
-    """`when`, `default`, `checkpoint` or `last` (an activity without exits)."""
-    to: str
-
-
-class WorkflowState(BaseModel):
-    """A workflow run's state: the variable bag and the trail. Each workflow has its own subclass."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-    variables: dict[str, Any] = {}
-    trail: list[TrailEntry] = []
-
-    bag_schema: ClassVar[Mapping[str, Variable]] = {}
-
-    @model_validator(mode="after")
-    def _schema(self) -> WorkflowState:
-        Bag(type(self).bag_schema, self.variables).validate(by="the workflow state")
-        return self
 
 
 @dataclass(frozen=True)
@@ -226,10 +200,12 @@ class WorkflowGraph(LabGraph):
             lab, definition.name, state_type=state_type, deps_type=Any, output_type=dict[str, Any]
         )
         self._key: tuple[Any, ...] = ()
-        self._sessions: dict[str, SessionFolder] = {}
-        self._define(definition, workers)
+        self.sessions: dict[str, SessionFolder] = {}
+        """The session folders kept current (`wf.export`, `wf.resume`), by run id."""
+        self.define(definition, workers)
 
-    def _define(self, definition: Definition, workers: Mapping[str, Worker]) -> None:
+    def define(self, definition: Definition, workers: Mapping[str, Worker]) -> None:
+        """(Re)compile the workflow from `definition` with `workers` per activity (a re-run cell redefines it)."""
         unknown = sorted(set(workers) - set(definition.activities))
         if unknown:
             raise GraphDefinitionError(
@@ -252,7 +228,7 @@ class WorkflowGraph(LabGraph):
             del self._nodes[old]
         self._nodes.update(classes)
         self._key = key
-        self._changed()
+        self.changed()
 
     def station(self, activity: str) -> type[ActivityNode]:
         return self._nodes[activity]  # type: ignore[return-value]
@@ -309,7 +285,7 @@ class WorkflowGraph(LabGraph):
                 f"(activity {details.get('activity')}); its choices are {choices}"
             )
         answered = run.resume_with(choice, owner=wait.owner)
-        session = self._sessions.get(run.id)
+        session = self.sessions.get(run.id)
         if session is not None:
             session.sync()
         return answered
@@ -405,9 +381,9 @@ def _run_for(wf: WorkflowGraph, act: Activity, classes: Mapping[str, type]) -> A
 def workflow_graph(lab: Lab, source: Any, workers: Mapping[str, Worker] | None) -> WorkflowGraph:
     """Load, validate and compile `source` in `lab` (a second call with the same name redefines it)."""
     definition = load(source)
-    existing = lab._graphs.get(definition.name)
+    existing = lab.graphs.get(definition.name)
     if isinstance(existing, WorkflowGraph):
-        existing._define(definition, dict(workers or {}))
+        existing.define(definition, dict(workers or {}))
         return existing
     if existing is not None:
         raise GraphDefinitionError(
@@ -415,5 +391,5 @@ def workflow_graph(lab: Lab, source: Any, workers: Mapping[str, Worker] | None) 
         )
     wf = WorkflowGraph(lab, definition, dict(workers or {}))
     wf.build()  # refuse what cannot run now, not at the first step
-    lab._graphs[definition.name] = wf
+    lab.add_graph(wf)
     return wf

@@ -32,8 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..engine.loop import lab_loop
 from ..errors import RunNotFoundError, RunStateError
 from ..store import MEMORY
-from .compile import TrailEntry
 from .errors import SessionStoreError
+from .state import TrailEntry
 
 if TYPE_CHECKING:
     from ..lab import Lab
@@ -360,7 +360,7 @@ class SessionFolder:
             self.error = None
             return doc
 
-    def _on_event(self, ev: EventRecord) -> None:
+    def on_run_event(self, ev: EventRecord) -> None:
         """Events arrive while the run changes; write once it has (on the lab's loop)."""
         if self._scheduled:
             return
@@ -369,7 +369,7 @@ class SessionFolder:
 
     def _deferred(self) -> None:
         run = self.run
-        if run._busy.locked() and run._task is None:  # an action on another thread is mid-way
+        if run.busy and run._task is None:  # an action on another thread is mid-way
             lab_loop().call_later(0.01, self._deferred)
             return
         self._scheduled = False
@@ -391,7 +391,7 @@ def attach(
     """Export `run` to `folder` now and keep it current; refuses a folder holding another session."""
     path = os.path.abspath(os.fspath(folder))
     os.makedirs(path, exist_ok=True)
-    existing = wf._sessions.get(run.id)
+    existing = wf.sessions.get(run.id)
     if existing is not None and existing.path == path:
         existing.sync()
         return existing
@@ -409,8 +409,8 @@ def attach(
             )
     session = SessionFolder(wf, run, path, list(resumed_from or []))
     session.sync()
-    wf._sessions[run.id] = session
-    run.on_event(session._on_event)
+    wf.sessions[run.id] = session
+    run.on_event(session.on_run_event)
     return session
 
 

@@ -28,7 +28,7 @@ def main(db: str, folder: str) -> None:
     wf.choose(run, "deep")
     threading.Thread(target=run.run, daemon=True).start()
     in_fix.wait(60)
-    wf._sessions[run.id].sync()
+    wf.sessions[run.id].sync()
     print(f"READY {run.id}", flush=True)
     threading.Event().wait(120)
 

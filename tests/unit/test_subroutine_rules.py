@@ -29,7 +29,7 @@ from lab.subroutine import (
     define,
     route,
 )
-from lab.subroutine.features import Feature, Proposal, _proposal
+from lab.subroutine.features import Feature, Proposal, current_proposal
 from lab.subroutine.values import check_returned_state, check_state_type
 
 # -- node-local state types -------------------------------------------------------------------
@@ -160,7 +160,7 @@ def test_feature_domains_are_declared_and_enforced() -> None:
     assert lit.contains("a") and not lit.contains("c")
     assert LEVEL.contains(3) and not LEVEL.contains(True) and not LEVEL.contains("3")
     proposal = Proposal({"mode": MODE, "level": LEVEL}, {"mode": None, "level": None}, "choose")
-    token = _proposal.set(proposal)
+    token = current_proposal.set(proposal)
     try:
         assert FeatureState.get(MODE) is None
         FeatureState.replace(MODE, "fast")
@@ -172,7 +172,7 @@ def test_feature_domains_are_declared_and_enforced() -> None:
         with pytest.raises(FeatureDomainError, match="feature 'other' is not declared"):
             FeatureState.replace("other", 1)
     finally:
-        _proposal.reset(token)
+        current_proposal.reset(token)
     with pytest.raises(SubroutineDefinitionError, match="domain"):
         Feature.declare("bad", [None])
     with pytest.raises(SubroutineDefinitionError, match="not one of bool, int"):
@@ -190,13 +190,13 @@ def test_feature_state_outside_a_feature_visit_is_refused() -> None:
 def test_an_initialised_feature_cannot_be_reset_to_none() -> None:
     """Seed: "An initialized feature cannot be reset to None." """
     proposal = Proposal({"mode": MODE}, {"mode": "fast"}, "choose")
-    token = _proposal.set(proposal)
+    token = current_proposal.set(proposal)
     try:
         with pytest.raises(FeatureResetError, match="cannot be reset to None"):
             FeatureState.replace(MODE, None)
         assert proposal.values == {"mode": "fast"}
     finally:
-        _proposal.reset(token)
+        current_proposal.reset(token)
 
 
 def test_condition_on_a_feature_still_none_raises_value_error() -> None:
