@@ -8,6 +8,7 @@ restyle fills the cached SVG template. No widgets, no store.
 
 from .dot import INSTALL_HINT, GraphvizError, GraphvizNotFoundError, run_dot, to_dot
 from .frontier import ForkFrame, FrontierTask, JoinProgress, join_counts, overlay_from_frontier
+from .handle import edge_labels, spec_for
 from .mermaid import to_mermaid
 from .native import native_labels, spec_from_native
 from .overlay import Overlay, overlay_from_path
@@ -19,9 +20,7 @@ from .spec import (
     GraphSpec,
     SpecEdge,
     SpecNode,
-    edge_labels,
     read_declarations,
-    spec_for,
     spec_from_declarations,
     spec_from_manifest,
 )

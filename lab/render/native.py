@@ -18,7 +18,8 @@ from pydantic_graph.node import EndNode, Fork, StartNode
 from pydantic_graph.paths import DestinationMarker, LabelMarker, Path
 from pydantic_graph.step import NodeStep, Step
 
-from .spec import END, START, GraphSpec, NodeKind, SpecEdge, SpecNode
+from ..built import station_kind
+from .spec import END, START, GraphSpec, NodeKind, SpecEdge, SpecNode, drawn_kind
 
 __all__ = ("native_kind", "native_edges", "native_labels", "spec_from_native")
 
@@ -35,12 +36,8 @@ def native_kind(node: Any) -> NodeKind:
         return "missing" if getattr(node.reducer, "__graphlab_missing__", False) else "join"
     if isinstance(node, Decision):
         return "decision"
-    if isinstance(node, NodeStep):
-        from .spec import _is_delegated, _is_gate
-
-        if _is_delegated(node.node_type):
-            return "delegated"
-        return "gate" if _is_gate(node.node_type) else "node"
+    if isinstance(node, NodeStep):  # a node class: a gate, a delegated agent station, or a node
+        return drawn_kind(station_kind(node.node_type))
     if isinstance(node, Step):
         return "missing" if getattr(node.call, "__graphlab_missing__", False) else "step"
     return "node"

@@ -15,7 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
+from ..built import station_kind
+from ..edge_style import DASHED, DashedEdge
 from ..manifest import END, Manifest
+from ..type_hints import return_hint, union_args
 
 if TYPE_CHECKING:
     from ..graph import LabGraph
@@ -31,8 +34,6 @@ __all__ = (
     "GraphSpec",
     "spec_from_manifest",
     "spec_from_declarations",
-    "spec_for",
-    "edge_labels",
     "DASHED",
     "EdgeLabel",
 )
@@ -82,16 +83,6 @@ class SpecEdge:
     label: str = ""
     dashed: bool = False
     """Drawn dashed: a fallback route (a workflow's default exit)."""
-
-
-class DashedEdge:
-    """Return-hint metadata that draws an edge dashed: `Annotated[Next, Edge(label=...), DASHED]`."""
-
-    def __repr__(self) -> str:
-        return "DASHED"
-
-
-DASHED = DashedEdge()
 
 
 class EdgeLabel(str):
@@ -208,9 +199,9 @@ def read_declarations(graph: LabGraph) -> Declared:
     missing: list[str] = []
     problems: list[str] = []
     for node_id, cls in nodes.items():
-        gate = _is_gate(cls)
-        stations.append((node_id, "gate" if gate else "delegated" if _is_delegated(cls) else "node"))
-        method = getattr(cls, "decide" if gate else "run", None)
+        kind = drawn_kind(station_kind(cls))  # a gate, a delegated agent station, or a node
+        stations.append((node_id, kind))
+        method = getattr(cls, "decide" if kind == "gate" else "run", None)
         for target, label in _targets(method, nodes, missing, problems, node_id):
             edges.append((node_id, target))
             if label:
@@ -226,75 +217,7 @@ def spec_from_declarations(graph: LabGraph, *, caption: str = "") -> GraphSpec:
     return _assemble(graph.name, d.stations, d.edges, d.labels, missing=d.missing, caption=caption)
 
 
-def spec_for(graph: Any) -> GraphSpec:
-    """The pinned manifest's drawing when the graph builds, else the declarations' drawing."""
-    from ..errors import LabError
-
-    try:
-        manifest = graph.manifest
-    except LabError as exc:
-        why = str(exc) if len(str(exc)) <= 90 else str(exc)[:89] + "…"
-        native = _draft(graph)
-        if native is not None:  # builds natively, but the lab cannot pin it (yet)
-            from .native import spec_from_native
-
-            return spec_from_native(native, graph.name, caption=f"not runnable yet: {why}")
-        if not graph.nodes:
-            return GraphSpec(
-                graph.name, (SpecNode(START, "start", "start"),), (), caption="no nodes declared yet"
-            )
-        spec = spec_from_declarations(graph)
-        if spec.caption:  # names what is missing
-            return spec
-        return spec_from_declarations(graph, caption=f"not buildable yet: {why}")
-    return spec_from_manifest(manifest, edge_labels(graph))
-
-
-def _draft(graph: Any) -> Any:
-    """The native graph to draw when the lab cannot pin one: adopted graphs and step declarations."""
-    draft = getattr(graph, "draft", None)
-    if callable(draft):
-        try:
-            return draft()
-        except Exception:  # a drawing never fails for it: fall back to the declarations
-            return None
-    return getattr(graph, "native", None)
-
-
-def edge_labels(graph: Any) -> dict[tuple[str, str], str]:
-    """Edge labels of a graph: native `.label(...)` paths and `Edge(label=...)` return hints."""
-    labels: dict[tuple[str, str], str] = {}
-    native = _draft(graph)
-    if native is not None:
-        from .native import native_labels
-
-        try:
-            labels.update(native_labels(native))
-        except Exception:  # labels are cosmetic; a drawing never fails for them
-            pass
-    try:
-        labels.update(read_declarations(graph).labels)
-    except Exception:
-        pass
-    return labels
-
-
 # -- reading return hints ------------------------------------------------------------------
-
-
-def _is_gate(cls: type) -> bool:
-    try:
-        from ..gates import Gate
-    except ImportError:  # gates not in this build of the lab
-        return False
-    return inspect.isclass(cls) and issubclass(cls, Gate)
-
-
-def _is_delegated(cls: type) -> bool:
-    """A delegated agent station (lab.agents): drawn with its own shape and an "agent" mark."""
-    from ..agents.node import DelegatedAgentNode
-
-    return inspect.isclass(cls) and issubclass(cls, DelegatedAgentNode)
 
 
 def _targets(
@@ -303,13 +226,11 @@ def _targets(
     from pydantic_graph import BaseNode, End
     from pydantic_graph.basenode import Edge
 
-    from ..graph import _return_hint, _union_args
-
     localns: dict[str, Any] = dict(nodes)
     placeholders: dict[str, type] = {}
     for _ in range(64):  # one retry per undefined name
         try:
-            hints = _return_hint(method, localns)
+            hints = return_hint(method, localns)
             break
         except NameError as exc:
             name = getattr(exc, "name", None)
@@ -323,7 +244,7 @@ def _targets(
         problems.append(f"{node_id} has no return hint")
         return []
     out: list[tuple[str, str]] = []
-    for arg in _union_args(hints["return"]):
+    for arg in union_args(hints["return"]):
         label = ""
         if get_origin(arg) is typing.Annotated:
             arg, *meta = get_args(arg)

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 from pydantic_graph import BaseNode, End, GraphRunContext
 from pydantic_graph.basenode import Edge
 
+from ..edge_style import DASHED
 from ..errors import GraphDefinitionError, WaitError
 from ..gates import interrupt, warn
 from ..graph import LabGraph
 from ..manifest import source_fingerprint
-from ..render.spec import DASHED
 from .bag import Bag, repo_facts, seed
 from .definition import END, Activity, Checkpoint, Definition, load
 from .errors import BagError, ChoiceError
