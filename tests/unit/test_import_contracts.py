@@ -15,7 +15,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"]
-CONTRACT_IDS = {"engines", "stores", "library", "drawing", "views-no-sql", "bench-apart", "bench-one-way"}
+CONTRACT_IDS = {"layers", "engines", "stores", "library", "drawing", "views-no-sql", "bench-apart", "bench-one-way"}
 
 
 def _settings() -> dict:
