@@ -40,9 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ("LabGraph", "BuiltGraph", "check_serial_topology", "start_run", "station_kind")
 
-# lab.render.spec still imports these two under their old names; lab.type_hints has them public.
-_return_hint, _union_args = return_hint, union_args
-
 N = TypeVar("N", bound=type)
 
 
