@@ -254,6 +254,11 @@ class SnapshotCodec:
         """The state as JSON, refused (naming the field) unless it validates and reads back equal."""
         return checked_dump(self._state, state, "state", self.state_type, loose=self._state_loose)
 
+    def validate_state(self, value: Any) -> Any:
+        """`value` validated as the state type (pydantic's `ValidationError` when it does not): an edited
+        or forked state, checked before anything is written."""
+        return self._state.validate_python(value)
+
     @cached_property
     def _state_loose(self) -> bool:
         return _has_any(self._state.core_schema)

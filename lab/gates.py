@@ -246,16 +246,18 @@ class Gate(BaseNode[StateT, DepsT, Any]):
             "the next node for an approval or a denial"
         )
 
-    def _ask(self, name: str, ctx: GraphRunContext[StateT, DepsT]) -> Any:
-        value = getattr(self, name)
-        return value(ctx) if callable(value) else value
-
 
 async def _gate_run(gate: Gate[Any, Any], ctx: GraphRunContext[Any, Any]) -> Any:
     station = _current(f"{type(gate).__name__}.run()")
     if station.verdict is None:
-        raise ConsentRequired(gate._ask("prompt", ctx), gate._ask("details", ctx))
+        raise ConsentRequired(_gate_value(gate, "prompt", ctx), _gate_value(gate, "details", ctx))
     return await gate.decide(ctx, station.verdict)
+
+
+def _gate_value(gate: Gate[Any, Any], name: str, ctx: GraphRunContext[Any, Any]) -> Any:
+    """A gate's `prompt` or `details`: the class attribute, or what the method of that name returns for `ctx`."""
+    value = getattr(gate, name)
+    return value(ctx) if callable(value) else value
 
 
 async def _run_template(self, ctx, *, _impl=_gate_run):  # type: ignore[no-untyped-def]

@@ -222,7 +222,7 @@ class TimeTravel:
                     )
                 candidate = {**base, **fields}
             try:
-                new_state = codec._state.validate_python(candidate)
+                new_state = codec.validate_state(candidate)
             except ValidationError as exc:
                 raise StateEditError(f"the edited state does not validate, nothing was written:\n{exc}") from None
             new_json = codec.encode_state(new_state)
@@ -279,7 +279,7 @@ class TimeTravel:
             new_state = codec.decode_state(rec.state, run_id=self.id, seq=seq)
         else:
             try:
-                new_state = codec._state.validate_python(_plain(state))
+                new_state = codec.validate_state(_plain(state))
             except ValidationError as exc:
                 raise StateEditError(f"the fork's state does not validate, nothing was written:\n{exc}") from None
         codec.check_contract(new_state)
@@ -329,7 +329,7 @@ class TimeTravel:
             batch_size=self.batch_size,
             counters=cp.counters,  # a fork starts a fresh budget with the same limits
         )
-        self.lab._live[child_id] = run
+        self.lab.store.live_runs[child_id] = run
         note_run(run)
         return run
 

@@ -118,7 +118,7 @@ class Rescues:
 
     def _inflight_attempt(self: Run) -> int:  # type: ignore[misc]
         """The attempt of the station in flight: its `entered` event's sequence number."""
-        for row in reversed(self._stash):
+        for row in reversed(self._journal.stash):
             if row.get("kind") == "entered":
                 return int(row["attempt"])
         _, tail = self.event_tail(50)

@@ -56,10 +56,10 @@ class SuperSteps:
         step = self._next_cp
         rows = []
         for task in tasks:
-            attempts[task.task_id] = self._next_ev
+            attempts[task.task_id] = self._journal.next_ev
             rows.append(
                 self._event_row(
-                    "entered", node_id=task.node_id, attempt=self._next_ev, checkpoint_seq=self._head,
+                    "entered", node_id=task.node_id, attempt=self._journal.next_ev, checkpoint_seq=self._head,
                     payload={"task": task.task_id, "step": step},
                 )
             )

@@ -26,12 +26,13 @@ from __future__ import annotations
 import inspect
 import re
 import secrets
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from .budgets import MAX_CAPABILITY_RESUMES, MAX_CONSECUTIVE_REQUESTS, Budgets
 from .engine.tasks import JoinAcc, node_id_of
 from .errors import (
     CapabilityBudgetError,
@@ -49,41 +50,7 @@ from .run_values import StepResult
 if TYPE_CHECKING:
     from .run import Run
 
-__all__ = ("Waits", "Budgets", "MAX_CAPABILITY_RESUMES", "MAX_CONSECUTIVE_REQUESTS")
-
-MAX_CAPABILITY_RESUMES = 8
-"""Capability parks allowed per run by default (seed 001 "Capability handshake")."""
-MAX_CONSECUTIVE_REQUESTS = 3
-"""Requests for one capability allowed in a row, by default, without a station settling in between."""
-
-
-@dataclass(frozen=True, slots=True)
-class Budgets:
-    """A run's capability budgets (seed 001: "Default limits are eight hardware resumes per Run and
-    three consecutive requests for one capability; exceeding either fails")."""
-
-    resumes: int = MAX_CAPABILITY_RESUMES
-    """Capability parks allowed per run."""
-    consecutive: int = MAX_CONSECUTIVE_REQUESTS
-    """Requests for one capability allowed in a row without a station settling in between."""
-
-    def __post_init__(self) -> None:
-        for name in ("resumes", "consecutive"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                from .errors import ArgumentError
-
-                raise ArgumentError(f"Budgets({name}={value!r}): a budget is a whole number of at least 1")
-
-    def to_json(self) -> dict[str, int] | None:
-        """What a run records beside its counters; None for the defaults (nothing extra is written)."""
-        return None if self == Budgets() else {"resumes": self.resumes, "consecutive": self.consecutive}
-
-    @classmethod
-    def from_counters(cls, counters: dict[str, Any] | None) -> Budgets:
-        """The limits a run recorded; the defaults when it recorded none (or predates budgets)."""
-        data = (counters or {}).get("budgets")
-        return cls(int(data["resumes"]), int(data["consecutive"])) if data else cls()
+__all__ = ("Waits", "Budgets", "MAX_CAPABILITY_RESUMES", "MAX_CONSECUTIVE_REQUESTS", "context_for", "task_of")
 
 When = Literal["before", "after"]
 _ANSWER_HINT: dict[str, str] = {
@@ -125,11 +92,9 @@ class Waits:
         An `lab.agents.AgentJob`: its status, messages and usage, and `retry()`, `cancel()`,
         `provide(result)` for a LOST job (docs/agents.md).
         """
-        from .agents.errors import AgentRuntimeError
-
         try:
             board = self.lab.agents
-        except AgentRuntimeError:  # a store that keeps no agent jobs
+        except LookupError:  # AgentRuntimeError: a store that keeps no agent jobs
             return None
         return board.job_of_run(self)
 
@@ -170,6 +135,12 @@ class Waits:
             )
         resolution = {"granted": capability, "value": _json(value, "a capability grant's value"), "by": "person"}
         return self._answer("capability", resolution, owner, "grant")
+
+    def answer(self: Run, kind: WaitKind, resolution: dict[str, Any], *, owner: str | None = None, action: str = "answer") -> WaitRecord:  # type: ignore[misc]
+        """Answer the run's wait of `kind` with `resolution`, checked and recorded as `approve()`, `resume_with()`
+        and `grant()` do theirs (one answer per wait, across processes): how a kind answers a wait of its own
+        (a delegated station's job outcome given by a person). `action` names the call in errors."""
+        return self._answer(kind, resolution, owner, action)
 
     def _answer(self: Run, kind: WaitKind, resolution: dict[str, Any], owner: str | None, action: str) -> WaitRecord:  # type: ignore[misc]
         # One answer wins across processes: the check and the write happen with the store held,
@@ -245,7 +216,7 @@ class Waits:
             )
         current = self.graph.build()
         if current.manifest.digest != self._built.manifest.digest:
-            raise RevisionMismatchError(self.lab._mismatch_message(self.id, self._built.manifest, current.manifest))
+            raise RevisionMismatchError(self.lab.mismatch_message(self.id, self._built.manifest, current.manifest))
         return wait
 
     def _resolve(self: Run, wait: WaitRecord, resolution: dict[str, Any]) -> WaitRecord:  # type: ignore[misc]
@@ -321,7 +292,7 @@ class Waits:
             )
         current = self.graph.build()
         if current.manifest.digest != self._built.manifest.digest:
-            raise RevisionMismatchError(self.lab._mismatch_message(self.id, self._built.manifest, current.manifest))
+            raise RevisionMismatchError(self.lab.mismatch_message(self.id, self._built.manifest, current.manifest))
         return wait
 
     # -- breakpoints ---------------------------------------------------------------------
@@ -537,7 +508,7 @@ class Waits:
             self._head_waits = several if len(several) > 1 else []
             self._wait = open_[0] if open_ else several[-1]
         self._status = rec.status
-        self._next_ev = max(self._next_ev, self.lab.store.next_seqs(self.id)[1])
+        self._journal.next_ev = max(self._journal.next_ev, self.lab.store.next_seqs(self.id)[1])
         return self.wait
 
     def _prepare_continue(self: Run) -> None:  # type: ignore[misc]
@@ -555,7 +526,7 @@ class Waits:
             if wait.kind == "breakpoint":
                 self._resolve(wait, {"continued": True})
                 wait = self._wait
-            elif wait.kind == "capability" and wait.details.get("capability") in self.lab._providers:
+            elif wait.kind == "capability" and wait.details.get("capability") in self.lab.providers:
                 return  # granted by the provider in `_provide` before the engine starts
             elif wait.kind == "delegate":
                 self.lab.agents.check_continuable(self, wait)  # refuses a LOST job: a person chooses
@@ -570,13 +541,13 @@ class Waits:
             return
         several = self.head_waits
         if len(several) > 1:
-            self._resume_tasks = {task_of(w.owner): _context_for(w) for w in several}
+            self._resume_tasks = {task_of(w.owner): context_for(w) for w in several}
             return
         if wait.kind == "delegate" and self._status != "queued" and wait.resolution.get("status") != "SUCCEEDED":
             return  # run.retry() after the station's job failed: the station delegates afresh (a new request id)
         if wait.kind != "breakpoint":  # a breakpoint after a station continues at its successor
             self._check_reentry(wait)
-        self._resume = _context_for(wait)
+        self._resume = context_for(wait)
 
     def _check_reentry(self: Run, wait: WaitRecord) -> None:  # type: ignore[misc]
         """The answer goes to the wait's own station, or nowhere (seed 001 "Consent re-entry").
@@ -617,15 +588,21 @@ class Waits:
         if wait is None or wait.kind != "capability" or wait.resolution is not None:
             return False
         name = wait.details.get("capability")
-        provider = self.lab._providers.get(name)
+        provider = self.lab.providers.get(name)
         if provider is None:
             return False
         value = provider(wait)
         if inspect.isawaitable(value):
             value = await value
-        self._resolve(wait, {"granted": name, "value": _json(value, f"provider {name!r}'s value"), "by": "provider"})
-        self._resume = _context_for(self._wait)
+        self.adopt_answer(wait, {"granted": name, "value": _json(value, f"provider {name!r}'s value"), "by": "provider"})
         return True
+
+    def adopt_answer(self: Run, wait: WaitRecord, resolution: dict[str, Any]) -> WaitRecord:  # type: ignore[misc]
+        """Record `resolution` as the answer to `wait` (at the head) and hand it to the station when it
+        runs again in this drive: how a provider's grant or a delegated station's job outcome goes on."""
+        done = self._resolve(wait, resolution)
+        self._resume = context_for(self._wait)
+        return done
 
     def _settled_counters(self: Run) -> dict[str, Any] | None:  # type: ignore[misc]
         """A settled station ends a run of consecutive requests; resumes are kept."""
@@ -679,7 +656,9 @@ def _with_wait(station: PendingStation, by_task: dict[int, str]) -> PendingStati
     return PendingStation(station.node_id, station.fields, {**(station.meta or {}), "wait": by_task[task]})
 
 
-def _context_for(wait: WaitRecord | None) -> StationContext | None:
+def context_for(wait: WaitRecord | None) -> StationContext | None:
+    """What the station of an answered `wait` is handed when it runs again: the verdict, the answers
+    it consumed plus this one, the grant, or the agent job's outcome; None while it is unanswered."""
     if wait is None or wait.resolution is None:
         return None
     res = wait.resolution

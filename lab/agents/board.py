@@ -292,18 +292,15 @@ class AgentBoard:
             try:
                 await asyncio.wrap_future(self.completion(rid))
             except asyncio.CancelledError:
-                if run._cancel_requested:  # cancelling the run contains its job first
+                if run.cancel_requested:  # cancelling the run contains its job first
                     await _on_lab_loop(self.acancel(rid, note="the run was cancelled"))
-                    run._finish_cancel(node_id=wait.node_id, attempt=None)
+                    run.record_cancelled(node_id=wait.node_id)
                 raise
             rec = self.store.job(rid)
             assert rec is not None
         if rec.status == "LOST":
             return False
-        run._resolve(wait, _outcome(rec))
-        from ..waits import _context_for
-
-        run._resume = _context_for(run._wait)
+        run.adopt_answer(wait, _outcome(rec))
         return True
 
     def contain(self, wait: WaitRecord) -> None:
@@ -396,7 +393,7 @@ class AgentBoard:
         from .node import result_type_of
 
         run = self.store.live_runs.get(rec.run_id or "")
-        cls = run._built.nodes.get(rec.node_id) if run is not None else None
+        cls = run.built.nodes.get(rec.node_id) if run is not None else None
         if cls is None:
             return
         rtype = result_type_of(cls)
@@ -448,7 +445,7 @@ class AgentBoard:
         if run.status != "waiting" or wait is None or wait.owner != rec.wait_owner or wait.resolution is not None:
             return  # the run that awaited the job adopted it already
         try:
-            run._answer("delegate", outcome, rec.wait_owner, action)
+            run.answer("delegate", outcome, owner=rec.wait_owner, action=action)
         except RunStateError:
             if action == "provide":
                 raise  # a person's result must reach the run, or they must hear why not

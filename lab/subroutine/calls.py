@@ -120,7 +120,7 @@ async def invoke(context: VisitContext, child: Any, input: Any, *, params: Any, 
         raise RunStateError(
             "context.invoke() is called inside a visit while a lab run steps it (run.step() / run.run())"
         )
-    key = f"{run.head}.{run._next_cp}.{context.node}.{index}"
+    key = f"{run.head}.{run.next_checkpoint}.{context.node}.{index}"
     if isinstance(child, Workflow):
         return await _call_workflow(run, context.node, child, input, params, key)
     graph = child.child if isinstance(child, Subroutine) else child

@@ -1,0 +1,188 @@
+"""The run's side of the serial engine: what `lab.engine.serial` reports, written to the store.
+
+Mixed into `Run` (as `SuperSteps` is for the super-step engines). A station's attempt is an
+`entered` event written through before the call; its settlement is the new checkpoint and its
+`settled` event in one journal transaction; a failure, an abort (Ctrl-C, a timeout) or a
+cancellation restores the head's state and records the outcome at the head.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic_graph import EndMarker
+
+from .attempts import try_number
+from .errors import LabError
+from .run_values import StepResult
+
+if TYPE_CHECKING:
+    from .records import Status
+    from .run import Run
+
+__all__ = ("SerialHooks",)
+
+
+class SerialHooks:
+    """`EngineHooks` for `Run`: entered, settled, failed, aborted; and a run stopped or cancelled at its head."""
+
+    def entered(self: Run, *, node_id: str) -> int:  # type: ignore[misc]
+        attempt = self._journal.next_ev
+        rows = [self._event_row("entered", node_id=node_id, attempt=attempt, checkpoint_seq=self._head)]
+        if self._status != "running":
+            self._status = "running"
+            rows.append(self.lab.store.update_row(self.id, status="running", head_seq=self._head))
+        # Every mode records the attempt before the call (seed 001: "It never guesses a replay"): a
+        # kill mid-station leaves an `entered` without a settlement, and recovery marks the run
+        # interrupted. In batch mode this one `os.write` also carries the settlements buffered
+        # since, so a kill loses no settled boundary either; batch saves the settlement's own write.
+        self._write(rows, sync=True)
+        self._unflushed = 0
+        self._inflight_started = time.perf_counter()
+        return attempt
+
+    def settled(self: Run, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> None:  # type: ignore[misc]
+        codec = self._built.codec
+        stations = [codec.encode_node(n) for n in successors]
+        output_json = codec.encode_output(end.value) if end is not None else None
+        state_json = codec.encode_state(self._state)
+        seq = self._next_cp
+        status: Status = "done" if end is not None else "running"
+        cp_row = {
+            "t": "cp",
+            "run_id": self.id,
+            "seq": seq,
+            "parent_seq": self._head,
+            "status": status,
+            "state": state_json,
+            "next": [st.to_json() for st in stations],
+            "output": output_json,
+            "created_at": time.time(),
+            "counters": self._settled_counters() if self._counters else None,
+        }
+        ms = round((time.perf_counter() - self._inflight_started) * 1000, 3)
+        rows = [
+            *self._warning_rows(node_id, attempt),
+            cp_row,
+            self._event_row("settled", node_id=node_id, attempt=attempt, checkpoint_seq=seq, payload={"ms": ms, "next": [s.node_id for s in stations]}),
+        ]
+        if end is not None:
+            rows.append(self._event_row("done", node_id=node_id, checkpoint_seq=seq, payload={"output": output_json}))
+        self._unflushed += 1
+        sync = self.durability == "step" or end is not None or self._unflushed >= self.batch_size
+        self._write(rows, sync=sync)
+        if sync:
+            self._unflushed = 0
+        self._state_json = state_json
+        self._next_cp = seq + 1
+        self._head = seq
+        self._pending = list(successors)
+        self._resume = None
+        if self._tries:
+            self._tries.clear()
+        self._status = status
+        if end is not None:
+            self._output = end.value
+            self._output_json = output_json
+        self._last = StepResult(node_id, "done" if end is not None else "settled", seq, tuple(s.node_id for s in stations), self._output)
+
+    def _warning_rows(self: Run, node_id: str, attempt: int) -> list[dict[str, Any]]:  # type: ignore[misc]
+        """The station's `warn()` notes as `warning` events (they ride with its settlement)."""
+        station, self._station = self._station, None
+        if station is None or not station.notes:
+            return []
+        return [
+            self._event_row("warning", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload=note)
+            for note in station.notes
+        ]
+
+    def failed(self: Run, *, attempt: int, node_id: str, error: BaseException) -> None:  # type: ignore[misc]
+        err = {
+            "node_id": node_id,
+            "attempt": try_number(  # the try, from 1
+                lambda: self.lab.store.events(self.id), node_id, self._head, seen=self._tries.get(node_id, 0)
+            ),
+            "entered_seq": attempt,  # the event seq of its `entered` (the events' `attempt` column)
+            "type": f"{type(error).__module__}.{type(error).__qualname__}",
+            "message": str(error),
+            "traceback": "".join(traceback.format_exception(error)),
+        }
+        self._restore_head_state()
+        self._status = "failed"
+        self._error = err
+        self._failure = error
+        self._write(
+            [
+                self._event_row("failed", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload=err),
+                self.lab.store.update_row(self.id, status="failed", head_seq=self._head, error=err),
+            ],
+            sync=True,
+        )
+        self._unflushed = 0
+        self._last = StepResult(node_id, "failed", None, self.next_stations, error=f"{type(error).__name__}: {error}")
+
+    def aborted(self: Run, *, attempt: int, node_id: str, reason: str = "cancelled in flight") -> None:  # type: ignore[misc]
+        self._restore_head_state()
+        if self._cancel_requested:
+            self._finish_cancel(node_id=node_id, attempt=attempt)
+            return
+        if self._timed_out is not None:
+            self._fail_run(self._timeout_error(self._timed_out, node_id), node_id=node_id, attempt=attempt)
+            return
+        self._status = "interrupted"
+        self._write(
+            [
+                self._event_row("interrupted", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload={"reason": reason}),
+                self.lab.store.update_row(self.id, status="interrupted", head_seq=self._head),
+            ],
+            sync=True,
+        )
+        self._last = StepResult(node_id, "interrupted", None, self.next_stations)
+
+    def _fail_run(self: Run, error: LabError, *, node_id: str | None = None, attempt: int | None = None) -> None:  # type: ignore[misc]
+        """The run stops at its head for a reason of its own (a bound), not a station's failure."""
+        nid = node_id or (self.next_stations[0] if self.next_stations else None)
+        err = {
+            "node_id": nid,
+            "attempt": None
+            if attempt is None
+            else try_number(lambda: self.lab.store.events(self.id), nid, self._head, seen=self._tries.get(nid or "", 0)),
+            "entered_seq": attempt,
+            "type": f"{type(error).__module__}.{type(error).__qualname__}",
+            "message": str(error),
+            "traceback": "",
+        }
+        self._status = "failed"
+        self._error = err
+        self._failure = error
+        self._write(
+            [
+                self._event_row("failed", node_id=err["node_id"], attempt=attempt, checkpoint_seq=self._head, payload=err),
+                self.lab.store.update_row(self.id, status="failed", head_seq=self._head, error=err),
+            ],
+            sync=True,
+        )
+        self._unflushed = 0
+        self._last = StepResult(err["node_id"], "failed", None, self.next_stations, error=f"{type(error).__name__}: {error}")
+
+    def _finish_cancel(self: Run, *, node_id: str | None, attempt: int | None) -> None:  # type: ignore[misc]
+        wait = self.wait
+        if wait is not None and wait.kind == "delegate" and wait.resolution is None:
+            self.lab.agents.contain(wait)  # cancelling the run stops its agent job first (docs/agents.md)
+        self._status = "cancelled"
+        self._write(
+            [
+                self._event_row("cancelled", node_id=node_id, attempt=attempt, checkpoint_seq=self._head),
+                self.lab.store.update_row(self.id, status="cancelled", head_seq=self._head),
+            ],
+            sync=True,
+        )
+        self._unflushed = 0
+        self._last = StepResult(node_id, "cancelled", None, self.next_stations)
+
+    def _restore_head_state(self: Run) -> None:  # type: ignore[misc]
+        """A failed or aborted station may have mutated state; the head checkpoint is the truth."""
+        self._state = self._built.codec.decode_state(self._state_json, run_id=self.id, seq=self._head)

@@ -1,0 +1,114 @@
+"""A run's journal: the numbering of its events, its writes, and who hears of them.
+
+`Run` holds one `Journal` (composition, not a mixin). Every boundary the run commits is one call
+of `write` (one journal transaction in the store); the events it carried are handed to the run's
+observers (`run.on_event`) and streams (`run.watch`) once the write returned. A write the store
+refused leaves no event behind: the numbering goes back to the first event of that transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from .errors import StoreError
+from .records import EventRecord
+
+if TYPE_CHECKING:
+    from .lab import Lab
+
+__all__ = ("Journal",)
+
+log = logging.getLogger("lab.run")
+
+
+class Journal:
+    """Event rows and writes of one run (`run.id`) to its lab's store."""
+
+    __slots__ = ("lab", "run_id", "next_ev", "stash", "observers", "sinks", "pending")
+
+    def __init__(self, lab: Lab, run_id: str, next_ev: int):
+        self.lab = lab
+        self.run_id = run_id
+        self.next_ev = next_ev
+        """The sequence number the run's next event gets."""
+        self.stash: list[dict[str, Any]] = []
+        """Journal rows of a batch-durability `entered`, written with the station's settlement."""
+        self.observers: list[Callable[[EventRecord], None]] = []
+        """`run.on_event` callbacks: each gets every written event."""
+        self.sinks: list[Callable[[list[EventRecord]], None]] = []
+        """Streams: each gets every written batch of events (one journal transaction) at once."""
+        self.pending: list[EventRecord] = []
+        """Events built since the last write, for the observers and sinks (only while someone listens)."""
+
+    def event_row(
+        self,
+        kind: str,
+        *,
+        node_id: str | None = None,
+        attempt: int | None = None,
+        checkpoint_seq: int | None = None,
+        payload: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The journal row of the run's next event (built directly: this is the hot path)."""
+        seq = self.next_ev
+        self.next_ev = seq + 1
+        row = {
+            "t": "ev",
+            "run_id": self.run_id,
+            "seq": seq,
+            "kind": kind,
+            "node_id": node_id,
+            "attempt": attempt,
+            "checkpoint_seq": checkpoint_seq,
+            "payload": payload or {},
+            "created_at": time.time(),
+        }
+        if self.observers or self.sinks:
+            self.pending.append(
+                EventRecord(
+                    run_id=self.run_id,
+                    seq=seq,
+                    kind=kind,  # type: ignore[arg-type]
+                    node_id=node_id,
+                    attempt=attempt,
+                    checkpoint_seq=checkpoint_seq,
+                    payload=row["payload"],
+                    created_at=datetime.fromtimestamp(row["created_at"], UTC).replace(tzinfo=None),
+                )
+            )
+        return row
+
+    def write(self, rows: list[dict[str, Any]], *, sync: bool) -> None:
+        """Write `rows` as one journal transaction (through to disk when `sync`), then tell the listeners."""
+        if self.stash:
+            rows, self.stash = [*self.stash, *rows], []
+        try:
+            self.lab.store.write(rows, sync=sync)
+        except StoreError:
+            # nothing of this transaction was kept: its events never happened, the head stands
+            seqs = [r["seq"] for r in rows if r.get("t") == "ev" and r.get("run_id") == self.run_id]
+            if seqs:
+                self.next_ev = min(seqs)
+                self.pending = [e for e in self.pending if e.seq < self.next_ev]
+            raise
+        self.notify()
+
+    def notify(self) -> None:
+        """Hand the events written since the last call to the observers and sinks (their errors are logged)."""
+        if self.observers or self.sinks:
+            events, self.pending = self.pending, []
+            for ev in events:
+                for cb in list(self.observers):
+                    try:
+                        cb(ev)
+                    except Exception:
+                        log.exception("event observer failed on %s event of run %s", ev.kind, self.run_id)
+            for sink in list(self.sinks) if events else ():
+                try:
+                    sink(events)
+                except Exception:
+                    log.exception("event stream of run %s failed", self.run_id)
