@@ -16,6 +16,7 @@ from . import sql_text as q
 from .dialect import DUCKDB
 from .holders import Process
 from .schema import MIGRATIONS, SCHEMA_VERSION, refuse_newer
+from .sql_read import copy_table
 
 __all__ = ("SchemaChecks", "TABLES_CREATED")
 
@@ -104,12 +105,7 @@ class SchemaChecks:
         sources = self._unfolded(read_only=True)
         shadow = ("runs", "checkpoints", "waits", "events", "writers") if sources else ("runs", "writers")
         for table in shadow:
-            ddl = con.execute(
-                "SELECT sql FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' AND table_name = ?",
-                [db, table],
-            ).fetchone()[0]
-            con.execute(re.sub(r"^CREATE TABLE [^(\s]+", f"CREATE TEMP TABLE {table}", ddl, count=1))
-            con.execute(f'INSERT INTO temp.main.{table} SELECT * FROM "{db}".main.{table}')
+            copy_table(con, db, table, f"CREATE TEMP TABLE {table}", f"temp.main.{table}")
         if sources:
             with tempfile.TemporaryDirectory(prefix="graphlab-read-") as tmp:
                 try:

@@ -29,7 +29,7 @@ import duckdb
 
 from ..errors import StoreQueryError
 
-__all__ = ("GRACE", "QueryWatch", "check_statement", "copy_tables", "open_copy", "run_to_private")
+__all__ = ("GRACE", "QueryWatch", "check_statement", "copy_table", "copy_tables", "open_copy", "run_to_private")
 
 GRACE = 0.1
 """Seconds a query runs on the store's file before another process's wait interrupts it."""
@@ -217,12 +217,7 @@ def copy_tables(con: duckdb.DuckDBPyConnection, query: str, present: Sequence[st
     con.execute(f"ATTACH '{quoted}' AS graphlab_sql_copy")
     try:
         for table in tables:
-            ddl = con.execute(
-                "SELECT sql FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' AND table_name = ?",
-                [source, table],
-            ).fetchone()[0]
-            con.execute(re.sub(r"^CREATE TABLE [^(\s]+", f"CREATE TABLE graphlab_sql_copy.main.{table}", ddl, count=1))
-            con.execute(f'INSERT INTO graphlab_sql_copy.main.{table} SELECT * FROM "{source}".main.{table}')
+            copy_table(con, source, table, f"CREATE TABLE graphlab_sql_copy.main.{table}", f"graphlab_sql_copy.main.{table}")
     finally:
         con.execute("DETACH graphlab_sql_copy")
 
@@ -230,3 +225,14 @@ def copy_tables(con: duckdb.DuckDBPyConnection, query: str, present: Sequence[st
 def open_copy(path: str) -> duckdb.DuckDBPyConnection:
     """The copied tables, read-only, in a DuckDB instance of their own."""
     return duckdb.connect(path, read_only=True, config=_CONFIG)
+
+
+def copy_table(con: duckdb.DuckDBPyConnection, source: str, table: str, create: str, into: str) -> None:
+    """Copy `table` of the attached database `source`: `create` (say `CREATE TEMP TABLE runs`) with its
+    columns and constraints, then its rows into `into` (that table's qualified name)."""
+    ddl = con.execute(
+        "SELECT sql FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' AND table_name = ?",
+        [source, table],
+    ).fetchone()[0]
+    con.execute(re.sub(r"^CREATE TABLE [^(\s]+", create, ddl, count=1))
+    con.execute(f'INSERT INTO {into} SELECT * FROM "{source}".main.{table}')
