@@ -27,11 +27,15 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ("in_thread", "is_threaded", "unthreaded")
+__all__ = ("STEP_FUNCTION", "in_thread", "is_threaded", "set_blocking", "unthreaded")
 
 T = TypeVar("T")
 
 _MARK = "__graphlab_blocking__"
+
+STEP_FUNCTION = "_call"
+"""Where pydantic-graph's `Step` keeps the function it runs: it has no public way to wrap it, so
+the lab names the attribute once, here (checked by tests/integration/test_timeouts.py)."""
 
 
 def in_thread(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., Coroutine[Any, Any, T]]:
@@ -93,7 +97,8 @@ def set_blocking(node: Any, blocking: bool) -> None:
     if isinstance(node, NodeStep):
         node = node.node_type
     if isinstance(node, Step):
-        node._call = in_thread(node._call) if blocking else unthreaded(node._call)  # type: ignore[attr-defined]
+        call = getattr(node, STEP_FUNCTION)
+        setattr(node, STEP_FUNCTION, in_thread(call) if blocking else unthreaded(call))
         return
     run = node.__dict__.get("run") if isinstance(node, type) else None
     if blocking:

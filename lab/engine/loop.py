@@ -151,7 +151,8 @@ class Call(Generic[T]):
         self._coro = coro
         self._tasks: list[asyncio.Task[T]] = []
 
-    def _start(self, context: contextvars.Context) -> None:  # on the loop
+    def start(self, context: contextvars.Context) -> None:  # on the loop
+        """Create the coroutine's task on the loop (called there, through `call_soon_threadsafe`)."""
         if not self.future.done():
             task = self.loop.create_task(_guarded(self._coro), context=context)
             task.add_done_callback(self._finish)
@@ -180,6 +181,16 @@ class Call(Generic[T]):
             escaped = exc.exc
         raise escaped  # outside the handler, so it does not chain the carrier
 
+    @property
+    def started(self) -> bool:
+        """Whether the coroutine's task was created on the loop."""
+        return bool(self._tasks)
+
+    def close_unstarted(self) -> None:
+        """Close a coroutine that never started: nothing to unwind, and no "never awaited" warning."""
+        if not self._tasks:
+            self._coro.close()
+
     def cancel(self) -> None:
         """Cancel the coroutine (from any thread); its task unwinds on the loop and records its abort."""
         try:
@@ -187,7 +198,7 @@ class Call(Generic[T]):
         except RuntimeError:  # the loop is closed
             pass
 
-    def _cancel(self) -> None:  # on the loop, after _start if that was scheduled (callbacks run in order)
+    def _cancel(self) -> None:  # on the loop, after start if that was scheduled (callbacks run in order)
         if self._tasks:
             self._tasks[0].cancel()
         elif not self.future.done():
@@ -214,7 +225,7 @@ def _prepare(coro: Coroutine[Any, Any, T]) -> Call[T]:
 
 
 def _launch(call: Call[Any]) -> None:
-    call.loop.call_soon_threadsafe(call._start, contextvars.copy_context())
+    call.loop.call_soon_threadsafe(call.start, contextvars.copy_context())
 
 
 def _forget(call: Call[Any]) -> None:
@@ -320,8 +331,7 @@ def abandon(loop: asyncio.AbstractEventLoop, reason: str) -> None:
     except RuntimeError:
         pass
     for call in waiting:
-        if not call._tasks:
-            call._coro.close()  # never started: nothing to unwind, and no "never awaited" warning
+        call.close_unstarted()
         try:
             call.future.set_exception(LoopBlockedError(reason, loop=loop))
         except concurrent.futures.InvalidStateError:  # it finished meanwhile

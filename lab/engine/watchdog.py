@@ -196,8 +196,14 @@ _LIBRARY = tuple(
 """Code that is not the notebook's own: the standard library, installed packages, the lab itself."""
 
 
+_THREAD_FRAMES = "_current_frames"
+"""CPython's documented `sys._current_frames()`: the only way to see where another thread is."""
+
+
 def _frames(thread: threading.Thread | None) -> FrameType | None:
-    return sys._current_frames().get(thread.ident) if thread is not None and thread.ident is not None else None
+    if thread is None or thread.ident is None:
+        return None
+    return getattr(sys, _THREAD_FRAMES)().get(thread.ident)
 
 
 def _user_frame(thread: threading.Thread | None) -> FrameType | None:
