@@ -259,8 +259,8 @@ class Lab:
         live = self._live.get(_run_id(run_id, "lab.resume"))
         if live is not None:
             if deps is not None:
-                live._deps = deps
-            live._continue_interrupted()
+                live.deps = deps
+            live.continue_interrupted()
             note_run(live)
             return live
         # Whether another live process advances the run, and taking it over if not, is one step for
@@ -310,18 +310,12 @@ class Lab:
         if head.status == "waiting":
             several = [w for w in self.store.waits(run_id) if w.checkpoint_seq == head.seq]
             if len(several) > 1:  # parallel branches parked in one step
-                run._head_waits = several
-                run._wait = next((w for w in several if w.resolution is None), several[-1])
+                run.set_head_waits(several)
         if writer is not None:
-            run._writer = writer
+            run.advanced_by(writer)
             return run
         self.store.claim(run_id)
-        if rec.status not in ("done", "cancelled"):
-            rows = [run._event_row("resumed", checkpoint_seq=rec.head_seq, payload={"status_before": rec.status})]
-            if rec.status == "interrupted":
-                run._status = "running"
-                rows.append(self.store.update_row(run_id, status="running", head_seq=rec.head_seq))
-            run._write(rows, sync=True)
+        run.record_resumed(rec.status)
         self._live[run_id] = run
         return run
 
@@ -363,7 +357,8 @@ class Lab:
             next_ev=next_ev,
             batch_size=self.batch_size,
         )
-        parent._writer = writer  # a run another process advances gains no `fork` event from here
+        if writer is not None:  # a run another process advances gains no `fork` event from here
+            parent.advanced_by(writer)
         return parent.fork(seq, state=state, revision=revision)
 
     def workflow(self, source: Any, *, workers: dict[str, Callable[..., Any]] | None = None) -> WorkflowGraph:
@@ -605,8 +600,6 @@ class Lab:
             f"lab.fork({run_id!r}, seq, revision='current') without a run handle), or restore the old "
             "definition to continue it."
         )
-
-    _mismatch_message = mismatch_message  # the name lab.run and lab.waits still call (until they take the public one)
 
     def _recover_interrupted(self) -> None:
         """Runs left `running` by a dead process: an attempt in flight becomes `interrupted`.

@@ -369,7 +369,7 @@ class SessionFolder:
 
     def _deferred(self) -> None:
         run = self.run
-        if run.busy and run._task is None:  # an action on another thread is mid-way
+        if run.busy and not run.driving:  # an action on another thread is mid-way
             lab_loop().call_later(0.01, self._deferred)
             return
         self._scheduled = False

@@ -68,6 +68,17 @@ def test_kinds_never_import_the_lab_facade_at_run_time() -> None:
     assert offenders == []
 
 
+def test_kinds_import_no_private_name_of_another_module() -> None:
+    """issue 26 (the kinds): no `from x import _name` between modules."""
+    offenders = [
+        f"{name} imports {module}.{imported}"
+        for name, path in _kind_files().items()
+        for module, imported in _runtime_imports(name, path)
+        if imported.startswith("_") and not imported.startswith("__")
+    ]
+    assert offenders == []
+
+
 def test_kind_modules_import_each_other_one_way() -> None:
     """issue 26 (the kinds): graph -> builder -> native_read -> built, adopt above them; the modules of
     lab.subroutine and lab.workflow in no circle (counting imports made inside functions)."""
