@@ -28,7 +28,7 @@ import pytest
 
 from lab import Lab
 from lab.errors import ArgumentError, RunOwnedError, StoreError, StoreQueryError
-from lab.store import postgres_store
+from lab.store import holders, postgres_store
 from lab.store.postgres_schema import MIGRATE_LOCK, WRITER_LOCK
 from tests.store.graphs import Count, Tally, declare_tally
 
@@ -50,7 +50,11 @@ try:
     step = "stepped"
 except RunOwnedError as exc:
     step = "refused: " + str(exc)
-print(json.dumps({"status": rec.status, "interrupted": interrupted, "writer": run.writer, "step": step}))
+from lab.store import holders as h  # what decided the writer, for a failure's message
+with lab.store._conn("look") as con:
+    row = con.execute("SELECT pid, host, started, claimed_at::text FROM writers WHERE run_id = %s", [sys.argv[2]]).fetchone()
+why = {"row": list(row) if row else None, "proc_started": h._started(int(row[0])) if row else None, "boot": h._BOOT}
+print(json.dumps({"status": rec.status, "interrupted": interrupted, "writer": run.writer, "step": step, "why": why}))
 lab.close()
 """
 
@@ -100,7 +104,8 @@ def test_a_restart_mid_run_neither_sticks_the_process_nor_frees_its_run(pg, pg_u
         # before this process has reconnected, another one opens the store and looks at the run
         seen = _another_process(pg_url, run.id)
     assert seen["status"] == "running" and seen["interrupted"] == 0, seen
-    assert seen["writer"] and f"process {os.getpid()} " in seen["writer"], seen
+    me = holders.this_process()
+    assert seen["writer"] and f"process {os.getpid()} " in seen["writer"], (seen, me, holders._started(me.pid))
     assert str(seen["step"]).startswith("refused: cannot step run"), seen
     # this process holds its run again as soon as it has reconnected, without being asked
     assert _until(lambda: _writer_lock_holders(pg_url, run.id)), "the writer did not take its run's lock again"
