@@ -16,7 +16,7 @@ from lab.agents import AgentJobStateError, AgentRequestConflict, AgentRuntimeErr
 from .graphs import Essay, declare
 
 
-def _until(cond, timeout: float = 20.0) -> None:
+def _until(cond, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
@@ -162,7 +162,7 @@ def test_parks_durably_before_the_job_runs(lab, release):
     assert wait.details["request_id"] == job.request_id
     parked = run.events("waiting")[0]
     release.touch()
-    t.join(20)
+    t.join(120)
     assert job.created_at <= parked.created_at  # the job is stored before the park that waits on it
     assert run.status == "done"
 
@@ -176,7 +176,7 @@ def test_explicit_cancel_contains_the_runtime_then_records_cancelled(lab, releas
     _until(lambda: run.job is not None and run.job.status == "RUNNING")
     job = run.job
     job.cancel()
-    t.join(20)
+    t.join(120)
     assert job.status == "CANCELLED" and not lab.agents._tasks
     assert run.status == "failed" and "ended CANCELLED" in run.error["message"]
     with pytest.raises(AgentJobStateError, match="already ended CANCELLED"):
@@ -193,7 +193,7 @@ def test_cancelling_the_run_contains_its_job(lab, release):
     t.start()
     _until(lambda: run.job is not None and run.job.status == "RUNNING")
     run.cancel()
-    t.join(20)
+    t.join(120)
     assert run.status == "cancelled" and run.job.status == "CANCELLED"
 
 
@@ -211,5 +211,5 @@ def test_admitted_runtime_binding_is_not_redirected(lab, release):
     assert run.wait.details["runtime"] == "slow" and run.job.record.runtime == "slow"
     lab.agents.register("slow", planner)  # the "settings" change under the running job
     release.touch()
-    t.join(20)
+    t.join(120)
     assert run.status == "done" and run.output == "Slow: done"  # the admitted agent's result

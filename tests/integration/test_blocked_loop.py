@@ -75,7 +75,7 @@ def blocking() -> Iterator[None]:
     yield
     RELEASE.set()  # free the stuck threads (daemons) so they end with the test
     for t in THREADS:
-        t.join(10)
+        t.join(60)
     BLOCK.clear()
 
 
@@ -84,7 +84,7 @@ def _release_and_check_nothing_late_is_written(run: Any) -> None:
     kinds, head, log = [e.kind for e in run.events()], run.head, list(run.state.log)
     RELEASE.set()
     for t in THREADS:
-        t.join(10)
+        t.join(60)
         assert not t.is_alive()  # the abandoned loop stopped once the station returned
     assert [e.kind for e in run.events()] == kinds and run.head == head and run.state.log == log
 
@@ -157,7 +157,7 @@ def test_cancel_from_another_thread_returns_control_from_a_blocked_station() -> 
     started = time.monotonic()
     run.run()
     assert time.monotonic() - started < BOUND
-    canceller.join(5)
+    canceller.join(30)
     assert run.status == "cancelled" and lab.run(run.id).status == "cancelled"
     assert run.head == 1 and run.state.log == ["before"]
     (ev,) = run.events("cancelled")
@@ -214,7 +214,7 @@ def test_ctrl_c_returns_control_from_a_blocked_station_and_the_run_ends_interrup
     with pytest.raises(KeyboardInterrupt):
         run.run()
     assert time.monotonic() - started < BOUND
-    presser.join(5)
+    presser.join(30)
     assert run.status == "interrupted" and lab.run(run.id).status == "interrupted"
     (ev,) = run.events("interrupted")
     assert ev.node_id == "Stuck" and "blocked the lab's event loop" in ev.payload["reason"]

@@ -213,7 +213,7 @@ def test_cancel_in_flight_from_another_thread(lab):
     _gate.wait(10)
     t0 = time.monotonic()
     run.cancel()
-    worker.join(10)
+    worker.join(60)
     assert not worker.is_alive() and time.monotonic() - t0 < 5
     assert run.status == "cancelled" and run.head == 0 and run.state.count == 0
     kinds = [e.kind for e in run.events()]
@@ -261,7 +261,7 @@ def test_cancel_between_stations_and_concurrent_drive_refused(lab):
     with pytest.raises(RunStateError, match="already running"):
         slow.step()
     slow.cancel()
-    worker.join(10)
+    worker.join(60)
 
 
 def test_pause_stops_at_the_next_boundary(lab):

@@ -125,7 +125,7 @@ def test_ctrl_c_during_a_backoff_wait_ends_the_run_interrupted_with_its_event() 
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         run.run()
-    presser.join(5)
+    presser.join(30)
     assert time.monotonic() - started < 30  # not the 60 s backoff
     assert run.status == "interrupted" and lab.run(run.id).status == "interrupted"
     kinds = [e.kind for e in run.events()]
