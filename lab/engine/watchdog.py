@@ -44,6 +44,11 @@ PATIENCE = 10.0
 """Seconds a loop that does not answer gets while no code of the notebook's is on its stack (the lab's
 own work, say a slow disk write, is not a blocked station): after that it counts as blocked too."""
 
+STUCK_FOR = 2.0
+"""Seconds a loop must go on not answering, with the notebook's code on its stack, before it counts
+as blocked: one missed probe is not enough on a busy machine (2 cores at load 5 can starve a healthy
+loop for a second while a station's code runs; a false rescue would settle a run whose station goes on)."""
+
 log = logging.getLogger(__name__)
 
 
@@ -157,9 +162,10 @@ def _patience(stuck: list[Watch]) -> bool:
     now = time.monotonic()
     for w in stuck:
         w.since = w.since or now
+    waited = now - min(w.since or now for w in stuck)
     if _user_frame(stuck[0].thread) is not None:
-        return False
-    return now - min(w.since or now for w in stuck) < PATIENCE
+        return waited < STUCK_FOR
+    return waited < PATIENCE
 
 
 def _overdue(w: Watch) -> bool:
