@@ -235,7 +235,8 @@ class Lab:
                 f"lab.runs(status={status!r}): status is one of {', '.join(map(repr, _STATUSES))}, or None for every run"
             )
         stored = self.store.list_runs(graph_key=graph, status=None if status == "interrupted" else status)
-        return RunList.read(stored, abandoned=self.store.abandoned, status=status)
+        gone = self.store.abandoned_among([r.run_id for r in stored if r.status == "running"])
+        return RunList.read(stored, abandoned=gone.__contains__, status=status)
 
     def read(self, run_id: str) -> StoredRun:
         """A stored run to read without its graph's code: record, history, state (JSON), events, waits.

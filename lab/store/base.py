@@ -110,6 +110,12 @@ class Store(ABC):
         """
         return True
 
+    def abandoned_among(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of `run_ids` no live process steps, for showing them (`lab.runs()`): one look for all.
+
+        Unlike `abandoned` before a takeover, showing a list need not fold every journal again per run."""
+        return {r for r in run_ids if self.abandoned(r)}
+
     # -- graphs --------------------------------------------------------------------------
 
     @abstractmethod

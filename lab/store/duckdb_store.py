@@ -291,6 +291,19 @@ class DuckDBStore(DuckDBReads, JournalFold, SchemaChecks, FileLease, JobTables, 
             return False
         return self.writer(run_id) is None
 
+    def abandoned_among(self, run_ids: Sequence[str]) -> set[str]:
+        """Which of `run_ids` no live process writes, read from what this store has folded (one query;
+        `lab.runs()` shows them `interrupted`). Deciding a takeover goes through `writer`, which folds."""
+        ids = [r for r in run_ids if r not in self.live_runs]
+        if not ids:
+            return set()
+        with self._reading() as con:
+            rows = con.execute(
+                "SELECT run_id, pid, host, started FROM writers WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [ids]
+            ).fetchall()
+        writers = {r[0]: Process(int(r[1]), r[2], float(r[3])) for r in rows}
+        return {r for r in ids if (p := writers.get(r)) is None or p == self.me or not p.is_alive()}
+
     def writer(self, run_id: str) -> Process | None:
         """The live process other than this one that writes `run_id`, or None (this one, none, or gone).
 
