@@ -11,7 +11,10 @@ each station all its tries again.
 Never retried, whatever `on` says: a wait (a gate, `interrupt()`, a capability request: the
 run parks instead), cancellation, Ctrl-C, and the lab's own contract errors (a successor the
 manifest does not permit, a value that cannot be checkpointed, a bound of the run): trying
-again could not change them. A station's own `timeout=` (`NodeTimeout`) is retried.
+again could not change them. A station's own `timeout=` (`NodeTimeout`) is retried. An error that
+reports a failure from elsewhere names that failure's classes in `retry_as` (a delegated agent
+station's FAILED job: the agent's error; TIMED_OUT: `TimeoutError`), and `on` is matched against
+those: the station delegates again, as a new job.
 """
 
 from __future__ import annotations
@@ -81,7 +84,12 @@ class Retry:
         """Whether a station that failed `failed_tries` times, the last with `error`, gets another try."""
         if failed_tries >= self.max_attempts or not isinstance(error, Exception):
             return False
-        if isinstance(error, WaitSignal) or (isinstance(error, LabError) and not isinstance(error, NodeTimeout)):
+        if isinstance(error, WaitSignal):
+            return False
+        names = getattr(error, "retry_as", None)
+        if names is not None:  # a failure reported from elsewhere (a delegated agent's job): `on` matches its classes
+            return any(f"{t.__module__}.{t.__qualname__}" in names for t in self.on)  # type: ignore[union-attr]
+        if isinstance(error, LabError) and not isinstance(error, NodeTimeout):
             return False
         return isinstance(error, self.on)
 

@@ -502,6 +502,11 @@ class Run(Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperSteps, Retrie
         """Whether `cancel()` was asked of the drive in flight (a kind awaiting outside work checks it)."""
         return self._cancel_requested
 
+    @property
+    def timed_out(self) -> float | None:
+        """The seconds of the drive's timeout once it ran out, else None (a kind awaiting outside work checks it)."""
+        return self._timed_out
+
     def record_cancelled(self, *, node_id: str | None = None, attempt: int | None = None) -> None:
         """Record the run cancelled at its head: the end of a drive `cancel()` stopped while a kind awaited
         outside work for station `node_id` (an agent job, say) and contained that work first."""

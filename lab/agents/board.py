@@ -30,6 +30,7 @@ from .errors import AgentJobStateError, AgentRequestConflict, AgentResultError, 
 from .files import JobFiles, alive, process_identity
 from .job import AgentJob
 from .lifecycle import LIVE, TERMINALS, allowed_from, request_digest, request_id_for
+from .outcomes import error_json
 
 if TYPE_CHECKING:
     from ..lab import Lab
@@ -295,6 +296,8 @@ class AgentBoard:
                 if run.cancel_requested:  # cancelling the run contains its job first
                     await _on_lab_loop(self.acancel(rid, note="the run was cancelled"))
                     run.record_cancelled(node_id=wait.node_id)
+                elif run.timed_out is not None:  # the run's timeout ran out: its job stops with it (issue 26)
+                    await _on_lab_loop(self.acancel(rid, note=f"the run's timeout of {run.timed_out:g} s ran out"))
                 raise
             rec = self.store.job(rid)
             assert rec is not None
@@ -502,7 +505,7 @@ class AgentBoard:
             if self.store.closed:  # the lab closed under the job: the next Lab() records it LOST
                 log.warning("agent job %s ended after its lab closed; its outcome was not recorded", rid)
                 return
-            self.deliver(rid, "FAILED", error=_error(exc))
+            self.deliver(rid, "FAILED", error=error_json(exc))
         finally:
             self._tasks.pop(rid, None)
 
@@ -520,7 +523,7 @@ class AgentBoard:
                 start_new_session=True,  # a kernel restart does not stop the worker
             )  # fmt: skip
         except OSError as exc:
-            self.deliver(rid, "FAILED", error=_error(exc))
+            self.deliver(rid, "FAILED", error=error_json(exc))
             return
         finally:
             log_file.close()
@@ -653,16 +656,6 @@ class AgentBoard:
 
 def _outcome(rec: JobRecord, by: str = "agent") -> dict[str, Any]:
     return {"request_id": rec.request_id, "status": rec.status, "output": rec.output, "error": rec.error, "by": by}
-
-
-def _error(exc: BaseException) -> dict[str, Any]:
-    import traceback
-
-    return {
-        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(exc)),
-    }
 
 
 def _worker_identity(board: AgentBoard, rec: JobRecord) -> dict[str, Any] | None:

@@ -18,10 +18,13 @@ class AgentRequestConflict(ArgumentError):
 class DelegatedJobFailed(LabError, RuntimeError):
     """A delegated station's job ended FAILED, CANCELLED, TIMED_OUT (or LOST then cancelled): the station fails, naming it."""
 
-    def __init__(self, message: str, *, request_id: str, status: str):
+    def __init__(self, message: str, *, request_id: str, status: str, retry_as: tuple[str, ...] | None = None):
         super().__init__(message)
         self.request_id = request_id
         self.status = status
+        self.retry_as = retry_as
+        """The class names of the agent's error (a FAILED job; `TimeoutError`'s for TIMED_OUT): what a station's
+        `Retry(on=...)` policy is matched against. None (CANCELLED, LOST): never retried."""
 
 
 class AgentJobStateError(WaitError):

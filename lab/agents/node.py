@@ -6,7 +6,9 @@ runtime adapter by name, a bounded prompt built from state, immutable inputs (JS
 result type; its `run` parks the run durably on a `delegate` wait and the lab submits an
 `AgentJob`. When the job's first terminal is adopted the station runs again from the top: on
 SUCCEEDED its `route(ctx, result)` gets the typed result; on any other terminal it fails,
-naming that terminal.
+naming that terminal (a FAILED one names the agent's error, so a `Retry` policy can try again).
+A succeeded outcome enters the station's answer log (`outcomes.py`), so an `interrupt()` in
+`route` parks and, answered, routes on the same result without a new job.
 
 This module needs no pydantic-ai: only the runtime that runs the job does.
 """
@@ -25,6 +27,7 @@ from typing_extensions import TypeVar
 
 from ..gates import WaitSignal, current_station
 from .errors import AgentResultError, AgentRuntimeError, DelegatedJobFailed
+from .outcomes import retry_names, take_outcome
 
 __all__ = ("DelegatedAgentNode", "DelegationRequired", "Containment", "result_type_of")
 
@@ -43,8 +46,8 @@ class DelegationRequired(WaitSignal):
 
     kind = "delegate"
 
-    def __init__(self, node: DelegatedAgentNode[Any, Any], request: dict[str, Any]):
-        super().__init__(f"agent {node.runtime!r} at work", request)
+    def __init__(self, node: DelegatedAgentNode[Any, Any], request: dict[str, Any], *, prior: list[Any] | None = None):
+        super().__init__(f"agent {node.runtime!r} at work", request, prior=prior)
         self.node = node
         self.request = request
 
@@ -143,9 +146,10 @@ class DelegatedAgentNode(BaseNode[StateT, DepsT, Any]):
 
 async def _delegated_run(node: DelegatedAgentNode[Any, Any], ctx: GraphRunContext[Any, Any]) -> Any:
     station = current_station(f"{type(node).__name__}.run()")
-    outcome = station.job
+    request = node.build_request(ctx)  # every time: an interrupt() in prompt() gets its answer in order
+    outcome = take_outcome(station, type(node).__name__)
     if outcome is None:
-        raise DelegationRequired(node, node.build_request(ctx))
+        raise DelegationRequired(node, request, prior=list(station.answers))  # the wait keeps the answers so far
     status = outcome.get("status")
     rid = outcome.get("request_id")
     if status != "SUCCEEDED":
@@ -153,9 +157,10 @@ async def _delegated_run(node: DelegatedAgentNode[Any, Any], ctx: GraphRunContex
         why = f": {error.get('message')}" if error.get("message") else ""
         raise DelegatedJobFailed(
             f"station {type(node).__name__}'s agent job {rid} ended {status}{why}; run.retry() submits the "
-            "request again as a new job",
+            "request again as a new job (a Retry policy on the station does so by itself)",
             request_id=str(rid),
             status=str(status),
+            retry_as=retry_names(outcome),
         )
     rtype = result_type_of(type(node))
     try:

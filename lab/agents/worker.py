@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import traceback
 from typing import Any
 
 from .files import JobFiles, process_identity
+from .outcomes import error_json
 
 
 def main(argv: list[str]) -> int:
@@ -35,11 +35,7 @@ def main(argv: list[str]) -> int:
 
         output, usage = asyncio.run(run_request(agent, spec["request"], emit))
     except Exception as exc:
-        files.write_json(
-            files.result,
-            {"status": "FAILED", "error": {"type": type(exc).__qualname__, "message": str(exc),
-                                          "traceback": "".join(traceback.format_exception(exc))}},
-        )
+        files.write_json(files.result, {"status": "FAILED", "error": error_json(exc, qualified=False)})
         return 1
     files.write_json(files.result, {"status": "SUCCEEDED", "output": output, "usage": usage})
     return 0
