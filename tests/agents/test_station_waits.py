@@ -7,6 +7,7 @@ Every agent is a pydantic-ai `Agent` on `FunctionModel`, run as an asyncio task:
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,3 +197,27 @@ def test_run_timeout_cancels_the_running_job(lab, tmp_path: Path):
     run.run(timeout=None)
     assert run.status == "done" and run.output == "Late []"
     assert _job_statuses(lab, run) == ["CANCELLED", "SUCCEEDED"]
+
+
+def test_retry_policy_on_timed_out_and_cancelled_jobs(lab, release):
+    """issue 26: a job that ran past the station's `timeout` (TIMED_OUT) counts as a `TimeoutError` for
+    the policy and is tried again; a job a person cancelled is never retried, whatever `on` says."""
+    g, Outline = _graph(lab, "timed_retry", "slow", retry=Retry(max_attempts=2, on=(TimeoutError,)))
+    Outline.timeout = 0.2
+    run = g.start(Outline(), state=Notes())
+    run.run(raise_on_failure=False)
+    assert run.status == "failed" and "ended TIMED_OUT" in run.error["message"]
+    assert _job_statuses(lab, run) == ["TIMED_OUT", "TIMED_OUT"] and len(run.events("retry")) == 1
+
+    g2, Outline2 = _graph(lab, "cancelled_retry", "slow", retry=Retry(max_attempts=3))
+    run2 = g2.start(Outline2(), state=Notes())
+    t = threading.Thread(target=run2.run, kwargs={"raise_on_failure": False})
+    t.start()
+    deadline = time.monotonic() + 60
+    while not (run2.job is not None and run2.job.status == "RUNNING"):
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.02)
+    run2.job.cancel()
+    t.join(120)
+    assert run2.status == "failed" and "ended CANCELLED" in run2.error["message"]
+    assert _job_statuses(lab, run2) == ["CANCELLED"] and run2.events("retry") == []
