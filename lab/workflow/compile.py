@@ -34,14 +34,15 @@ from pydantic_graph import BaseNode, End, GraphRunContext
 from pydantic_graph.basenode import Edge
 
 from ..edge_style import DASHED
-from ..errors import GraphDefinitionError, WaitError
-from ..gates import interrupt, warn
+from ..errors import ArgumentError, GraphDefinitionError, RunStateError, WaitError
+from ..gates import ConsentRequired, Gate, current_station, interrupt, slot_child, warn
 from ..graph import LabGraph
 from ..manifest import source_fingerprint
 from .bag import Bag, repo_facts, seed
 from .definition import END, Activity, Checkpoint, Definition, load
 from .errors import BagError, ChoiceError
 from .exits import ExitTaken, check_manifest, choose_exit, holds
+from .policy import CONSENT_OPTIONS, retry_policy
 from .state import TrailEntry, WorkflowState
 
 if TYPE_CHECKING:
@@ -107,7 +108,8 @@ async def _run_activity(node: ActivityNode, ctx: GraphRunContext[WorkflowState, 
             cp.when, bag.values, where=f"activity {act.id} checkpoint {cp.id}"
         ):
             continue
-        answer = interrupt(checkpoint_details(act, cp))
+        details = checkpoint_details(act, cp)
+        answer = _consent(cp, details) if cp.consent else interrupt(details)
         option = cp.option(answer)
         if option is None:
             raise ChoiceError(
@@ -145,6 +147,33 @@ async def _run_activity(node: ActivityNode, ctx: GraphRunContext[WorkflowState, 
     if dest == END:
         return End(dict(bag.values))
     return wf.station(dest)()
+
+
+def _consent(cp: Checkpoint, details: dict[str, Any]) -> str:
+    """A consent checkpoint's answer: `approve` or `deny`, from the verdict of `run.approve()` /
+    `run.deny()`; parks the run at a consent wait until there is one.
+
+    The verdict is kept in the station's answer log (as the option it chose), in the place of
+    this call, so a later checkpoint of the same activity that parks keeps it: when the activity
+    runs again, this checkpoint replays its answer, as an `interrupt()` checkpoint does.
+    """
+    station = current_station(f"checkpoint {cp.id}")
+    if station.used < len(station.answers):
+        answer = station.answers[station.used]
+        if slot_child(answer) is not None:
+            raise RunStateError(
+                f"checkpoint {cp.id} is asked where the activity ran a subgraph before it parked; a worker runs its "
+                "subgraphs after the activity's checkpoints, in the same order every time"
+            )
+        station.used += 1
+        return answer
+    if station.verdict is not None:
+        answer = CONSENT_OPTIONS[0] if station.verdict.approved else CONSENT_OPTIONS[1]
+        station.answers.append(answer)
+        station.used += 1
+        station.verdict = None  # consumed: a later consent checkpoint asks for its own
+        return answer
+    raise ConsentRequired(cp.prompt, details, prior=list(station.answers))
 
 
 def checkpoint_details(act: Activity, cp: Checkpoint) -> dict[str, Any]:
@@ -200,6 +229,7 @@ class WorkflowGraph(LabGraph):
             lab, definition.name, state_type=state_type, deps_type=Any, output_type=dict[str, Any]
         )
         self._key: tuple[Any, ...] = ()
+        self._declared_policies: set[str] = set()
         self.sessions: dict[str, SessionFolder] = {}
         """The session folders kept current (`wf.export`, `wf.resume`), by run id."""
         self.define(definition, workers)
@@ -224,11 +254,30 @@ class WorkflowGraph(LabGraph):
         classes = {a: _station_class(self, definition.activities[a]) for a in definition.activities}
         for act_id, cls in classes.items():
             cls.run = _run_for(self, definition.activities[act_id], classes)  # type: ignore[method-assign]
+            if issubclass(cls, Gate):  # a gate's edges are read from `decide`
+                cls.decide = cls.run  # type: ignore[method-assign]
         for old in [n for n in self._nodes if n not in classes]:
             del self._nodes[old]
         self._nodes.update(classes)
+        self._declare_policies(definition)
         self._key = key
         self.changed()
+
+    def _declare_policies(self, definition: Definition) -> None:
+        """Give each activity the retry policy and time limit its definition declares (and take away
+        those an earlier definition declared and this one does not; `wf.set_policy` stays otherwise)."""
+        declared = self._declared_policies
+        for act_id in declared - set(definition.activities):
+            self.retry_policies.pop(act_id, None)
+            self.node_timeouts.pop(act_id, None)
+        now = set()
+        for act in definition.activities.values():
+            if act.retry is not None or act.timeout is not None or act.id in declared:
+                retry = retry_policy(act.retry) if act.retry is not None else None
+                self.set_policy(act.id, retry=retry, timeout=act.timeout, where=f"activity {act.id}")
+            if act.retry is not None or act.timeout is not None:
+                now.add(act.id)
+        self._declared_policies = now
 
     def station(self, activity: str) -> type[ActivityNode]:
         return self._nodes[activity]  # type: ignore[return-value]
@@ -245,6 +294,8 @@ class WorkflowGraph(LabGraph):
         at: str | None = None,
         folder: str | os.PathLike[str] | None = None,
         deps: Any = None,
+        inputs: Mapping[str, Any] | None = None,
+        state: Any = None,
         **options: Any,
     ) -> Run:
         """Start a run at the initial activity (or `at`), the bag seeded from the declarations.
@@ -252,23 +303,65 @@ class WorkflowGraph(LabGraph):
         `user_request` and the repository facts of `repo` (a working directory, or a mapping of
         the facts) are written into the bag; `variables` override declared defaults. With
         `folder`, the run is exported there and the folder kept up to date.
+
+        What any graph's start takes works too, so `run_subgraph(wf, ...)` runs a workflow as a
+        child: `inputs` (a mapping of variables, as `variables`), `state` (a whole state: the bag
+        and the trail, a `WorkflowState` or a mapping, instead of the seeded bag) and `node` (an
+        instance of one of its activity stations, `wf.station("review")()`, as `at`).
         """
-        if node is not None:
-            raise GraphDefinitionError(
-                "a workflow starts at an activity: use wf.start(at='activity_id'), not a node"
-            )
         entry = at or self.definition.initial
+        if node is not None:
+            node_id = type(node).get_node_id() if isinstance(node, BaseNode) else None
+            if node_id not in self.definition.activities or type(node) is not self._nodes.get(node_id):
+                raise GraphDefinitionError(
+                    f"a workflow starts at an activity: use wf.start(at='activity_id') (or a station of this "
+                    f"workflow, wf.station('activity_id')()), not {node!r}"
+                )
+            if at is not None and at != node_id:
+                raise ArgumentError(f"wf.start got node {node_id} and at={at!r}; give one of them")
+            entry = node_id
         if entry not in self.definition.activities:
             raise GraphDefinitionError(
                 f"{entry!r} is not an activity of {self.name!r}: {list(self.definition.activities)}"
             )
-        facts = repo_facts(repo) if isinstance(repo, str | os.PathLike) else repo
-        bag = seed(self.definition.variables, user_request=user_request, repo=facts, variables=variables)
-        state = self.state_type(variables=bag)
-        run = super().start(self.station(entry)(), state=state, deps=deps, **options)
+        if inputs is not None:
+            if not isinstance(inputs, Mapping):
+                raise ArgumentError(
+                    f"a workflow's inputs are its variables, a mapping such as {{'bug_count': 2}}; got {inputs!r}"
+                )
+            if variables is not None:
+                raise ArgumentError("wf.start got both inputs= and variables= (the same thing); give one")
+            variables = inputs
+        if state is not None:
+            given = [
+                k
+                for k, v in (("user_request", user_request), ("repo", repo), ("variables", variables))
+                if v is not None
+            ]
+            if given:
+                raise ArgumentError(
+                    f"wf.start got state= and {', '.join(given)}: a state is the whole bag and trail; "
+                    "put the variables in it, or leave state out"
+                )
+            start_state = self._state_from(state)
+        else:
+            facts = repo_facts(repo) if isinstance(repo, str | os.PathLike) else repo
+            bag = seed(self.definition.variables, user_request=user_request, repo=facts, variables=variables)
+            start_state = self.state_type(variables=bag)
+        run = super().start(self.station(entry)(), state=start_state, deps=deps, **options)
         if folder is not None:
             self.export(run, folder)
         return run
+
+    def _state_from(self, state: Any) -> WorkflowState:
+        """`state` as this workflow's state, validated against its variables."""
+        if isinstance(state, WorkflowState):
+            state = state.model_dump()
+        if not isinstance(state, Mapping):
+            raise ArgumentError(
+                f"a workflow's state is a WorkflowState or a mapping {{'variables': {{...}}, 'trail': [...]}}; got {state!r}"
+            )
+        return self.state_type.model_validate(dict(state))
 
     def choose(self, run: Run, choice: str) -> Any:
         """Answer the checkpoint `run` waits at with one of its choices (checked before it is recorded)."""
@@ -284,7 +377,11 @@ class WorkflowGraph(LabGraph):
                 f"{choice!r} is not a choice of checkpoint {details['workflow_checkpoint']} "
                 f"(activity {details.get('activity')}); its choices are {choices}"
             )
-        answered = run.resume_with(choice, owner=wait.owner)
+        if wait.kind == "consent":  # a consent checkpoint: its choices are approve and deny
+            answer = run.approve if choice == CONSENT_OPTIONS[0] else run.deny
+            answered = answer(owner=wait.owner)
+        else:
+            answered = run.resume_with(choice, owner=wait.owner)
         session = self.sessions.get(run.id)
         if session is not None:
             session.sync()
@@ -331,9 +428,10 @@ def _station_class(wf: WorkflowGraph, act: Activity) -> type[ActivityNode]:
         "variables": [v.to_json() for v in wf.definition.variables.values()],
         "digest": wf.definition.digest,
     }
+    consent = any(cp.consent for cp in act.checkpoints)
     return type(
         act.id,
-        (ActivityNode,),
+        (ActivityNode, Gate) if consent else (ActivityNode,),  # a gate: the manifest, drawing and consent re-entry see one
         {
             "__module__": "lab.workflow.stations",
             "__qualname__": act.id,

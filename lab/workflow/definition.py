@@ -20,6 +20,7 @@ from typing import Any
 from .bag import BUILTINS, VAR_TYPES, Variable, type_problem
 from .errors import ExpressionError, Problem, WorkflowDefinitionError
 from .expressions import Expr, names, parse
+from .policy import CONSENT_OPTIONS, retry_problems, timeout_problem
 
 __all__ = (
     "END",
@@ -71,6 +72,8 @@ class Checkpoint:
     prompt: str
     options: tuple[Option, ...]
     when: str | None = None
+    consent: bool = False
+    """A consent checkpoint: the run waits for `run.approve()` / `run.deny()` (options `approve`, `deny`)."""
 
     def option(self, option_id: Any) -> Option | None:
         return next((o for o in self.options if o.id == option_id), None)
@@ -94,6 +97,10 @@ class Activity:
     steps: tuple[Step, ...]
     checkpoints: tuple[Checkpoint, ...]
     exits: tuple[Exit, ...]
+    retry: Mapping[str, Any] | None = None
+    """The activity's retry policy as declared (`lab.workflow.policy.retry_policy` builds the `Retry`)."""
+    timeout: float | None = None
+    """Seconds each try of the activity may take (`NodeTimeout`), or None."""
 
     def exit(self, exit_id: str) -> Exit | None:
         return next((e for e in self.exits if e.id == exit_id), None)
@@ -332,7 +339,10 @@ class _Checker:
         if data is None:
             return None
         self.keys(
-            data, path, {"id", "title", "description", "variables", "steps", "checkpoints", "exits"}, {"id"}
+            data,
+            path,
+            {"id", "title", "description", "variables", "steps", "checkpoints", "exits", "retry", "timeout"},
+            {"id"},
         )
         act_id = (
             self.text(
@@ -363,10 +373,25 @@ class _Checker:
                     )
                 seen.add(cp.id)
                 checkpoints.append(cp)
+        retry = data.get("retry")
+        for p, message in retry_problems(retry, f"{path}.retry") if "retry" in data else []:
+            self.bad(p, message)
+        timeout = data.get("timeout")
+        if "timeout" in data and (why := timeout_problem(timeout)) is not None:
+            self.bad(f"{path}.timeout", why)
         if act_id is None:
             return None
         title = data.get("title", act_id)
-        return Activity(act_id, str(title), writes, tuple(steps), tuple(checkpoints), tuple(exits))
+        return Activity(
+            act_id,
+            str(title),
+            writes,
+            tuple(steps),
+            tuple(checkpoints),
+            tuple(exits),
+            dict(retry) if isinstance(retry, Mapping) else None,
+            float(timeout) if timeout is not None else None,
+        )
 
     def writes(self, raw: Any, path: str) -> frozenset[str]:
         if raw is None:
@@ -413,7 +438,12 @@ class _Checker:
         data = self.mapping(raw, path)
         if data is None:
             return None
-        self.keys(data, path, {"id", "prompt", "when", "options"}, {"id", "prompt", "options"})
+        consent = data.get("consent", False)
+        if not isinstance(consent, bool):
+            self.bad(f"{path}.consent", f"expected true or false, got {_kind(consent)}")
+            consent = False
+        required = {"id", "prompt"} if consent else {"id", "prompt", "options"}
+        self.keys(data, path, {"id", "prompt", "when", "options", "consent"}, required)
         cp_id = self.text(data.get("id"), f"{path}.id") if "id" in data else None
         prompt = self.text(data.get("prompt"), f"{path}.prompt") if "prompt" in data else None
         when = self.expression(data["when"], f"{path}.when") if "when" in data else None
@@ -428,10 +458,20 @@ class _Checker:
                     self.bad(
                         f"{path}.options[{i}].id", f"option {opt.id!r} is declared twice in this checkpoint"
                     )
+                if consent and opt.id not in CONSENT_OPTIONS:
+                    self.bad(
+                        f"{path}.options[{i}].id",
+                        f"a consent checkpoint's options are {' and '.join(CONSENT_OPTIONS)} (what run.approve() "
+                        f"and run.deny() answer), not {opt.id!r}",
+                    )
                 options.append(opt)
+        if consent:  # an option left out has no effects
+            given = {o.id for o in options}
+            options += [Option(o, o.capitalize()) for o in CONSENT_OPTIONS if o not in given]
+            options.sort(key=lambda o: CONSENT_OPTIONS.index(o.id) if o.id in CONSENT_OPTIONS else 0)
         if cp_id is None or prompt is None:
             return None
-        return Checkpoint(cp_id, prompt, tuple(options), when)
+        return Checkpoint(cp_id, prompt, tuple(options), when, consent)
 
     def option(self, raw: Any, path: str, exit_ids: set[str]) -> Option | None:
         data = self.mapping(raw, path)
