@@ -616,31 +616,41 @@ class Lab:
                         self._interrupt_left(rec)
 
     def _interrupt_left(self, rec: RunRecord) -> None:
-        """Mark `rec` interrupted when its writer died with a station in flight."""
+        """Mark `rec` interrupted when its writer died with a station in flight.
+
+        Every attempt in flight gets its `interrupted` event: a super-step has one per task. An
+        attempt left open by an earlier stop (a timeout or cancel names one task of its step) was
+        not in flight when the process died: only attempts entered after the last stop count.
+        """
         store = self.store
         events = store.events(rec.run_id)
         open_attempts: dict[int, EventRecord] = {}
+        last_stop = -1
         for ev in events:
+            if ev.kind in ("failed", "interrupted", "cancelled"):
+                last_stop = ev.seq
             if ev.kind == "entered" and ev.attempt is not None:
                 open_attempts[ev.attempt] = ev
             elif ev.kind in ("settled", "failed", "interrupted", "cancelled", "waiting", "dropped", "retry") and ev.attempt is not None:
                 open_attempts.pop(ev.attempt, None)
+        open_attempts = {a: ev for a, ev in open_attempts.items() if ev.seq > last_stop}
         if not open_attempts:
             return
-        attempt, entered = max(open_attempts.items())
         seq = (events[-1].seq + 1) if events else 0
-        ev = EventRecord(
-            run_id=rec.run_id,
-            seq=seq,
-            kind="interrupted",
-            node_id=entered.node_id,
-            attempt=attempt,
-            checkpoint_seq=rec.head_seq,
-            payload={"reason": "the process died while the station was in flight"},
-        )
-        store.write(
-            [store.event_row(ev), store.update_row(rec.run_id, status="interrupted", head_seq=rec.head_seq)]
-        )
+        rows = []
+        for i, (attempt, entered) in enumerate(sorted(open_attempts.items())):
+            task = {"task": entered.payload["task"]} if "task" in entered.payload else {}
+            ev = EventRecord(
+                run_id=rec.run_id,
+                seq=seq + i,
+                kind="interrupted",
+                node_id=entered.node_id,
+                attempt=attempt,
+                checkpoint_seq=rec.head_seq,
+                payload={"reason": "the process died while the station was in flight", **task},
+            )
+            rows.append(store.event_row(ev))
+        store.write([*rows, store.update_row(rec.run_id, status="interrupted", head_seq=rec.head_seq)])
 
     def __repr__(self) -> str:
         return f"<Lab {redact(self.path)} graphs={list(self._graphs)}>"
