@@ -133,10 +133,12 @@ class AdoptedGraph(Drawable, StationPolicies):
         step_limit: int | None = UNSET,
         timeout: float | None = UNSET,
         parent: tuple[str, int | None] | None = None,
+        tags: dict[str, Any] | None = None,
     ) -> Run:
         """Create a run that begins at the graph's start node with `inputs` (as `Graph.run` does).
 
-        Passing a `BaseNode` instance of the graph instead starts the run at that node.
+        Passing a `BaseNode` instance of the graph instead starts the run at that node. `tags`
+        (JSON) ride in the run's `started` event, as for a declared graph (`lab.map` tags a batch).
         """
         built = self.build()
         if node is not None:
@@ -172,6 +174,7 @@ class AdoptedGraph(Drawable, StationPolicies):
             step_limit=step_limit,
             timeout=timeout,
             parent=parent,
+            tags=tags,
         )
 
     def __repr__(self) -> str:
