@@ -20,11 +20,21 @@ from IPython.utils._process_common import arg_split
 from pydantic_graph import BaseNode
 
 from lab import LabGraph, Run
-from lab.adopt import AdoptedGraph
 from lab.errors import LabError
 
 from .display import EventList, RunList, SqlResult, StepList
 from .session import Session
+from .start import (
+    INPUT_KEYWORDS,
+    NODE_KEYWORDS,
+    how_to_start,
+    is_graph_handle,
+    node_instance,
+    start_at_first_node,
+    start_graph,
+    starts_at_node,
+    starts_from_inputs,
+)
 
 __all__ = ("LabMagics", "USAGE", "SUBCOMMANDS", "strip_comment")
 
@@ -33,8 +43,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "graph": ("[NAME]", "show the current graph (NAME makes that graph current)"),
     "runs": ("[GRAPH]", "list the stored runs of the current lab, oldest first"),
     "start": (
-        "[NODE_EXPR[, state=EXPR][, deps=EXPR]]",
-        "start a run at a node; Python evaluated in the notebook",
+        "[NODE_EXPR | GRAPH][, ARGS]",
+        "start a run (at a node, or GRAPH.start(ARGS) for any kind); Python evaluated in the notebook",
     ),
     "step": ("[N]", "run N stations (default 1), stopping early at End, a failure or a wait"),
     "run": ("[MAX_STEPS]", "run until End, a failure, a wait, or MAX_STEPS stations"),
@@ -72,6 +82,7 @@ USAGE = (
     Examples:
       %lab open
       %lab start Inc(by=2), state=State(count=1)
+      %lab start wf, user_request="fix the build"
       %lab step 3
       %lab rewind 1
       %lab diff 1 3
@@ -236,51 +247,66 @@ class LabMagics(Magics):
         if run_id is not None:
             raise UsageError("%lab start begins a new run; --run does not apply")
         self.session.lab()  # no lab, no start: say so before evaluating anything
-        if not rest or rest.lstrip().startswith("inputs="):
+        if not rest:
             g = self.session.graph()
-            if isinstance(g, AdoptedGraph) or getattr(g, "starts_from_inputs", False):
-                return self._start_adopted(g, rest)  # from its inputs: `%lab start inputs=4`
-            if rest:
+            return start_at_first_node(g) if starts_at_node(g) else g.start()
+        if rest.lstrip().startswith("inputs="):
+            g = self.session.graph()
+            if starts_at_node(g):
                 raise UsageError(
                     f"inputs= starts an adopted native graph; graph {g.name!r} is declared with @g.node, so "
                     "start it at a node: `%lab start Inc(by=2), state=State()`"
                 )
-            if not g.nodes:
-                raise UsageError(f"graph {g.name!r} has no nodes yet; declare some with {g.decorator}")
-            first = next(iter(g.nodes.values()))
-            try:
-                node = first()
-            except TypeError as exc:
-                raise UsageError(
-                    f"%lab start with no argument starts at the first declared node, {first.__name__}, "
-                    f"which needs fields ({exc}); say `%lab start {first.__name__}(...)`"
-                ) from None
-            return g.start(node)
         args, kwargs = self._eval_args("start", rest, "`%lab start Inc(by=2), state=State()`")
+        if args and is_graph_handle(args[0]):  # `%lab start wf, user_request='...'`: any kind
+            return self._start_handle(args[0], args[1:], kwargs)
+        node = node_instance(args[0]) if args else None
+        if isinstance(node, BaseNode):
+            g = self._graph_for(node)
+            if not starts_at_node(g) and not starts_from_inputs(g):
+                raise UsageError(f"graph {g.name!r} does not start at a node; {how_to_start(g)}")
+            return self._start_at_node(g, args, kwargs)
+        g = self.session.graph()
+        if starts_at_node(g):
+            return self._start_at_node(g, args, kwargs)  # refuses what is not a node, saying so
+        if starts_from_inputs(g):
+            if args:
+                raise UsageError(f"graph {g.name!r} starts from its inputs: `%lab start inputs=...`")
+            return self._start_adopted(g, kwargs)
+        return start_graph(g, args, kwargs)  # a workflow, a subroutine, any other kind
+
+    def _start_handle(self, g: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Run:
+        """`%lab start GRAPH, ...`: the handle's own start with the rest; GRAPH becomes current."""
+        lab = self.session.lab()
+        if lab.graphs.get(g.name) is not g:
+            raise UsageError(
+                f"graph {g.name!r} is not a graph of the current lab {lab.path} "
+                f"(graphs: {sorted(lab.graphs) or 'none'}); `%lab open PATH` opens its lab"
+            )
+        self.session.graph_name = g.name
+        return start_graph(g, args, kwargs)
+
+    def _start_at_node(self, g: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Run:
+        """`%lab start NODE, state=..., ...` (or `node=NODE`, as `g.start` names it) on the node's graph."""
+        if not args and "node" in kwargs:
+            kwargs = dict(kwargs)
+            args = (kwargs.pop("node"),)
         if len(args) != 1:
             raise UsageError(
                 f"%lab start takes one node, then keywords (state=, deps=); got {len(args)} positional value(s). "
                 "Example: `%lab start Inc(by=2), state=State()`"
             )
-        unknown = sorted(set(kwargs) - {"state", "deps", "durability"})
+        unknown = sorted(set(kwargs) - set(NODE_KEYWORDS))
         if unknown:
             raise UsageError(f"%lab start accepts the keywords state=, deps=, durability=; not {unknown}")
-        node = args[0]
-        if isinstance(node, type) and issubclass(node, BaseNode):
-            try:
-                node = node()
-            except TypeError as exc:
-                raise UsageError(
-                    f"{node.__name__} needs fields to start ({exc}); say `%lab start {node.__name__}(...)`"
-                ) from None
+        node = node_instance(args[0])
         if not isinstance(node, BaseNode):
             raise UsageError(f"%lab start needs a node instance such as `Inc()`, got {node!r}")
-        return self._graph_for(node).start(node, **kwargs)
+        return g.start(node, **kwargs)
 
-    def _start_adopted(self, g: Any, rest: str) -> Run:
+    def _start_adopted(self, g: Any, kwargs: dict[str, Any]) -> Run:
         """Start a graph that begins at its start node: adopted, or declared with steps and edges."""
-        kwargs = self._eval_args("start", rest, "`%lab start inputs=4, state=State()`")[1] if rest else {}
-        unknown = sorted(set(kwargs) - {"inputs", "state", "deps", "durability"})
+        unknown = sorted(set(kwargs) - set(INPUT_KEYWORDS))
         if unknown:
             raise UsageError(f"%lab start accepts inputs=, state=, deps=, durability=; not {unknown}")
         return g.start(**kwargs)
