@@ -61,6 +61,11 @@ class RunWidget(widgets.VBox):
         self.add_class("gl-run")
         self._run = run
         self._lock = threading.RLock()
+        self._feed = threading.Lock()
+        """Guards what the run's events feed the view (the event log, settled stations, subgraph
+        links, the redraw timer). A leaf lock, never held while waiting for another: an event
+        arrives on the thread that wrote it, maybe with the store held, while a redraw holds
+        `_lock` and reads the store (waiting there for `_lock` deadlocked a view and its lab)."""
         self._task: concurrent.futures.Future[Any] | None = None
         self._idle = threading.Event()
         self._idle.set()
@@ -240,7 +245,7 @@ class RunWidget(widgets.VBox):
     # -- live updates ----------------------------------------------------------------------
 
     def _on_event(self, ev: EventRecord) -> None:
-        with self._lock:
+        with self._feed:
             self._events.append(ev)
             self._event_count += 1
             if ev.kind == "settled" and ev.checkpoint_seq is not None and ev.node_id:
@@ -251,7 +256,7 @@ class RunWidget(widgets.VBox):
 
     def _schedule(self) -> None:
         """Redraw within `interval` (a run event, or a change of its agent job)."""
-        with self._lock:
+        with self._feed:
             if self._timer is None:
                 self._timer = threading.Timer(self.interval, self._tick)
                 self._timer.daemon = True
@@ -264,7 +269,7 @@ class RunWidget(widgets.VBox):
             self.refresh()
 
     def _tick(self) -> None:
-        with self._lock:
+        with self._feed:
             self._timer = None
         self.refresh()
 
@@ -318,7 +323,8 @@ class RunWidget(widgets.VBox):
     # -- subgraphs: each child run nested under its parent, collapsed until opened --------------
 
     def _show_subgraphs(self) -> None:
-        links = list(self._subgraphs)
+        with self._feed:
+            links = list(self._subgraphs)
         acc = self.subgraph_views
         if len(acc.children) == len(links):
             return
@@ -330,12 +336,14 @@ class RunWidget(widgets.VBox):
     def _open_subgraph(self, change: dict[str, Any]) -> None:
         """Opening a child builds its own run view there (once): a parent with many children stays cheap."""
         i = change["new"]
-        if i is None or not 0 <= i < len(self._subgraphs):
+        with self._feed:
+            links = list(self._subgraphs)
+        if i is None or not 0 <= i < len(links):
             return
         box = self.subgraph_views.children[i]
         if box.children:  # type: ignore[attr-defined]
             return
-        child = self._run.lab.resume(self._subgraphs[i][0], deps=self._run.deps)
+        child = self._run.lab.resume(links[i][0], deps=self._run.deps)
         box.children = (RunWidget.for_run(child),)  # type: ignore[attr-defined]
 
     # -- the branch picker (the checkpoint tree) ----------------------------------------------
@@ -418,7 +426,9 @@ class RunWidget(widgets.VBox):
         if self._steps is not None:
             return self._step_overlay(seqs, index == len(self._seqs) - 1)
         rec = self._record(seqs[-1])
-        path = [self._settled_by[s] for s in seqs[1:] if s in self._settled_by]
+        with self._feed:
+            settled_by = dict(self._settled_by)
+        path = [settled_by[s] for s in seqs[1:] if s in settled_by]
         current = [END] if rec.status == "done" else [p.node_id for p in rec.next]
         is_head = index == len(self._seqs) - 1
         failed = (run.error or {}).get("node_id") if is_head and run.status == "failed" else None
@@ -502,7 +512,9 @@ class RunWidget(widgets.VBox):
         self.message.value = "".join(msgs)
         self.agent.show(run)
         self._enable()
-        self.events_panel.value = H.events_table(self._events, total=self._event_count)
+        with self._feed:
+            events, total = list(self._events), self._event_count
+        self.events_panel.value = H.events_table(events, total=total)
 
     # -- which actions are possible ---------------------------------------------------------
 
@@ -580,9 +592,10 @@ class RunWidget(widgets.VBox):
     def _finished(self, name: str, fut: concurrent.futures.Future[Any]) -> None:
         exc = None if fut.cancelled() else fut.exception()
         with self._lock:
-            if self._timer is not None:  # the refresh below shows those events: wait() returns on a settled view
-                self._timer.cancel()
-                self._timer = None
+            with self._feed:  # the refresh below shows those events: wait() returns on a settled view
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
             if exc is not None:
                 self._alert = H.alert("error", f"{name} failed:", f"{type(exc).__name__}: {exc}")
             self._task = None
