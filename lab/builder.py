@@ -207,7 +207,8 @@ class StepDeclarations:
                 )
             for node_id, cls in g.nodes.items():
                 rebind.key = node_id
-                b.add(b.node(cls))
+                edge = b.node(cls)
+                b.add(EdgePath(edge.sources, edge.path, [rebind.hinted(d) for d in edge.destinations]))
             return b.build(validate_graph_structure=validate)
         except NameError as exc:
             raise GraphDefinitionError(
@@ -252,6 +253,22 @@ class _Rebinder:
                 for br in node.branches
             ]
             return Decision(id=node.id, branches=branches, note=node.note)
+        return node
+
+    def hinted(self, node: Any) -> Any:
+        """A destination a node class's return hint names (`Annotated[JoinNode[...], a_join]`), as declared now.
+
+        The hint holds the join or step object of the cell that defined the class; the graph
+        holds the one declared under that id now (`g.join(...)` run again makes a new object),
+        so the graph would have two nodes with one id. One nobody declares is kept as hinted.
+        """
+        if isinstance(node, Decision):
+            branches = [replace(br, destinations=[self.hinted(d) for d in br.destinations]) for br in node.branches]
+            return Decision(id=node.id, branches=branches, note=node.note)
+        if isinstance(node, Join) and node.id in self.decls.joins:
+            return self.decls.joins[node.id]
+        if isinstance(node, Step) and not isinstance(node, NodeStep) and node.id in self.decls.steps:
+            return self.decls.steps[node.id]
         return node
 
     def _current(self, table: dict[str, Any], node_id: str, what: str, how: str) -> Any:
