@@ -33,6 +33,7 @@ from pydantic_graph import BaseNode, End, GraphRunContext
 from pydantic_graph.basenode import Edge
 from typing_extensions import TypedDict
 
+from ..gates import Gate
 from ..graph import LabGraph
 from ..manifest import source_fingerprint
 from .context import VisitContext
@@ -84,7 +85,12 @@ async def _visit(node: SubroutineNode, ctx: GraphRunContext[Any, Any]) -> Any:
     state: SubroutineState = ctx.state
     before = dict(state.features)
     context = VisitContext(
-        params=copy.deepcopy(state.params), node=decl.name, deps=ctx.deps, graph=sub, feature_values=before
+        params=copy.deepcopy(state.params),
+        node=decl.name,
+        deps=ctx.deps,
+        graph=sub,
+        feature_values=before,
+        gate=decl.gate,
     )
     payload = copy.deepcopy(node.payload)  # a visit that mutates its input cannot change the pending station
     if decl.feature:
@@ -147,6 +153,8 @@ class SubroutineGraph(LabGraph):
             output_type=definition.output_type,
         )
         self.definition = definition
+        self._declared_policies: set[str] = set()
+        """The nodes whose declaration gave them a retry policy or a time limit (`_sync_policies`)."""
         definition.on_change(self._recompile)
         self._recompile()
 
@@ -203,9 +211,30 @@ class SubroutineGraph(LabGraph):
         classes: dict[str, type[SubroutineNode]] = {n: _station_class(self, d.nodes[n]) for n in order}
         for name, cls in classes.items():
             cls.run = _run_for(self, name, classes)  # type: ignore[method-assign]
+            if issubclass(cls, Gate):
+                # a gate's edges are read from `decide`; its visit asks context.consent()
+                cls.decide = cls.run  # type: ignore[attr-defined]
         self._nodes.clear()
         self._nodes.update(classes)
+        self._sync_policies()
         self.changed()
+
+    def _sync_policies(self) -> None:
+        """The declared nodes' `retry=` / `timeout=` as the station policies the kernel reads; a node
+        re-declared without them (or removed) loses what its declaration gave it."""
+        declared = self._declared_policies
+        now = {
+            n
+            for n, decl in self.definition.nodes.items()
+            if decl.retry is not None or decl.timeout is not None
+        }
+        for name in declared - now:
+            self.retry_policies.pop(name, None)
+            self.node_timeouts.pop(name, None)
+        for name in now:
+            decl = self.definition.nodes[name]
+            self.set_policy(name, retry=decl.retry, timeout=decl.timeout, where=f"@sub.node({name})")
+        self._declared_policies = now
 
     def build(self) -> Any:
         problems = self.definition.problems()
@@ -227,14 +256,31 @@ class SubroutineGraph(LabGraph):
         )
 
     def start(  # type: ignore[override]
-        self, input: Any = None, *, params: Any = None, deps: Any = None, **options: Any
+        self,
+        input: Any = None,
+        *,
+        inputs: Any = None,
+        params: Any = None,
+        deps: Any = None,
+        state: Any = None,
+        **options: Any,
     ) -> Run:
-        """Start an invocation: the enter port's edge leads to the first visit, which gets `input`."""
-        if "state" in options or "inputs" in options:
+        """Start an invocation: the enter port's edge leads to the first visit, which gets `input`.
+
+        `inputs=` is the same input under the name other graphs take (so `run_subgraph(sub,
+        inputs=...)` starts one as a child; `parent=` and `deps=` pass through as for any graph).
+        `state` is refused: the runtime initialises it (node-local states constructed, features None).
+        """
+        if state is not None:
             raise SubroutineDefinitionError(
                 "a subroutine starts from its input and params: sub.start(input, params=...); its state is "
                 "initialised by the runtime (node-local states constructed, features None)"
             )
+        if input is not None and inputs is not None:
+            raise SubroutineDefinitionError(
+                f"sub.start got the input twice (input={input!r:.40} and inputs={inputs!r:.40}); pass one of them"
+            )
+        input = inputs if input is None else input
         built = self.build()
         entry = self.definition.entry
         assert entry is not None
@@ -334,6 +380,8 @@ def _describe(d: Definition, decl: NodeDecl) -> str:
         "params": repr(d.params_type),
         "output": repr(d.output_type),
     }
+    if decl.gate:  # only then: the revisions of subroutines declared before gates existed stay as they were
+        body["gate"] = True
     return json.dumps(body, sort_keys=True)
 
 
@@ -341,7 +389,8 @@ def _station_class(sub: SubroutineGraph, decl: NodeDecl) -> type[SubroutineNode]
     cls = dataclasses.make_dataclass(
         decl.name,
         [("payload", decl.input_type, dataclasses.field(default=None))],
-        bases=(SubroutineNode,),
+        # a gate: the manifest, the drawing and the consent re-entry check see one
+        bases=(SubroutineNode, Gate) if decl.gate else (SubroutineNode,),
         namespace={
             "__module__": "lab.subroutine.stations",
             "__subroutine__": sub,

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
+from ..limits import check_timeout
+from ..retry import Retry
 from .errors import SubroutineDefinitionError
 from .features import Condition, Effect, Feature
 from .routing import INPUT, OUTPUT, EdgeDecl
@@ -33,6 +35,12 @@ class NodeDecl:
     input_type: Any
     state_type: type | None
     """None for a Feature node (it has no node-local state)."""
+    retry: Retry | None = None
+    """The station's retry policy (`@sub.node(retry=Retry(...))`): tries inside one step, as `@g.node`'s."""
+    timeout: float | None = None
+    """Seconds each try of the visit may run before it fails with `NodeTimeout` (None: no limit)."""
+    gate: bool = False
+    """A consent gate (`@sub.node(gate=True)`): its visit may ask `context.consent(...)`."""
 
 
 class Definition:
@@ -75,27 +83,53 @@ class Definition:
         state: type | None = None,
         input: Any = None,
         name: str | None = None,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+        gate: bool = False,
     ) -> Any:
         """Declare a node: `async def visit(input, state, context) -> Success(output=..., state=...)`.
 
         `state` is the node-local state type (a frozen, slotted dataclass with defaults); the
-        input type is `input=` or the first parameter's annotation.
+        input type is `input=` or the first parameter's annotation. `retry=Retry(...)` and
+        `timeout=` (seconds per try) are the station's policies, as `@g.node(retry=..., timeout=...)`.
+        `gate=True` makes the node a consent gate: its visit asks `context.consent(prompt)`.
         """
 
         def declare(f: Visit) -> Visit:
             if state is not None:
                 check_state_type(state, node=name or getattr(f, "__name__", "?"))
-            self._declare(f, feature=False, state=state or NoState, input=input, name=name)
+            self._declare(
+                f,
+                feature=False,
+                state=state or NoState,
+                input=input,
+                name=name,
+                retry=retry,
+                timeout=timeout,
+                gate=gate,
+            )
             return f
 
         return declare(fn) if fn is not None else declare
 
-    def feature_node(self, fn: Visit | None = None, *, input: Any = None, name: str | None = None) -> Any:
+    def feature_node(
+        self,
+        fn: Visit | None = None,
+        *,
+        input: Any = None,
+        name: str | None = None,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+        gate: bool = False,
+    ) -> Any:
         """Declare a Feature node: `async def visit(input, context) -> FeatureSuccess()`, proposing
-        feature values with `FeatureState.replace(FEATURE, value)`; the payload passes through."""
+        feature values with `FeatureState.replace(FEATURE, value)`; the payload passes through.
+        `retry=`, `timeout=` and `gate=` as for `node` (a Feature gate proposes features from the verdict)."""
 
         def declare(f: Visit) -> Visit:
-            self._declare(f, feature=True, state=None, input=input, name=name)
+            self._declare(
+                f, feature=True, state=None, input=input, name=name, retry=retry, timeout=timeout, gate=gate
+            )
             return f
 
         return declare(fn) if fn is not None else declare
@@ -195,7 +229,18 @@ class Definition:
         for cb in list(self._listeners):
             cb()
 
-    def _declare(self, fn: Visit, *, feature: bool, state: type | None, input: Any, name: str | None) -> None:
+    def _declare(
+        self,
+        fn: Visit,
+        *,
+        feature: bool,
+        state: type | None,
+        input: Any,
+        name: str | None,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+        gate: bool = False,
+    ) -> None:
         if not callable(fn):
             raise SubroutineDefinitionError(f"@sub.node decorates a visit function, got {fn!r}")
         node = name or getattr(fn, "__name__", "")
@@ -203,6 +248,13 @@ class Definition:
             raise SubroutineDefinitionError(
                 f"a node's name must be an identifier other than Input and Output, got {node!r}; pass name=..."
             )
+        if retry is not None and not isinstance(retry, Retry):
+            raise SubroutineDefinitionError(
+                f"node {node}: retry={retry!r}; pass lab.Retry(max_attempts=..., backoff=..., on=...)"
+            )
+        seconds = check_timeout(timeout, f"node {node}")
+        if not isinstance(gate, bool):
+            raise SubroutineDefinitionError(f"node {node}: gate={gate!r}; pass gate=True for a consent gate")
         arity = 2 if feature else 3
         params = [
             p
@@ -220,7 +272,7 @@ class Definition:
             except Exception:
                 hints = {}
             input = hints.get(params[0].name, Any)
-        self.nodes[node] = NodeDecl(node, fn, feature, input, state)
+        self.nodes[node] = NodeDecl(node, fn, feature, input, state, retry, seconds, gate)
         self._changed()
 
     def __repr__(self) -> str:
