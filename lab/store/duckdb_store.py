@@ -27,11 +27,11 @@ from ..errors import StoreError, StoreLockedError
 from .base import Store
 from .duckdb_files import CONFIG, MEMORY, OPEN, OPEN_LOCK, FileLease, not_writable, release
 from .duckdb_fold import JournalFold
+from .duckdb_jobs import DuckDBJobs
 from .duckdb_reads import DuckDBReads
 from .duckdb_salvage import salvage_journal
 from .duckdb_schema import SchemaChecks
 from .holders import CountingLock, Process, StoreLock, claim_slot, this_process
-from .jobs import JobTables
 from .journal import Journal
 from .schema import FOLD_STATEMENTS
 
@@ -86,7 +86,7 @@ def _close_all_at_exit() -> None:
             log.exception("could not close the store %s at exit", store.path)
 
 
-class DuckDBStore(DuckDBReads, JournalFold, SchemaChecks, FileLease, JobTables, Store):
+class DuckDBStore(DuckDBReads, JournalFold, SchemaChecks, FileLease, DuckDBJobs, Store):
     """Graph Lab's store on one DuckDB database (a file, or `:memory:` for tests)."""
 
 

@@ -30,6 +30,8 @@ GRAPH_LOCK = 1196379215
 """Advisory lock class of a graph key while its revision is registered."""
 WRITER_LOCK = 1196379216
 """Advisory lock class of the process that steps a run (session-scoped, exclusive): see postgres_session.py."""
+JOB_LOCK = 1196379217
+"""Advisory lock class of an agent job while one transaction records it (transaction-scoped): postgres_jobs.py."""
 
 WRITERS_TABLE = """
 CREATE TABLE IF NOT EXISTS writers (

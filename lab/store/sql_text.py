@@ -8,6 +8,8 @@ server-side write function and advisory locks) stays with that backend.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = (
     "RUN_COLS", "CP_COLS", "WAIT_COLS", "EV_COLS", "TABLES_BY_RUN",
     "GET_RUN", "LIST_RUNS", "FAMILY", "NEXT_SEQS",
@@ -16,6 +18,8 @@ __all__ = (
     "WAITS", "WAIT_AT", "OPEN_WAITS",
     "GRAPH_REVISION", "GRAPH_NEXT_REVISION", "GRAPH_INSERT", "MANIFEST",
     "SCHEMA_VERSION_READ", "META_COLUMNS", "list_runs",
+    "JOB_COLS", "JOB_EVENT_COLS", "JOB", "JOB_STATUS", "JOB_INSERT", "JOBS", "JOB_EVENTS", "JOB_EVENT_INSERT",
+    "JOB_LINE_SEEN", "job_transition", "list_jobs",
 )  # fmt: skip
 
 RUN_COLS = (
@@ -93,3 +97,44 @@ GRAPH_INSERT = "INSERT INTO graphs VALUES (?, ?, ?, {json}, ?)"
 MANIFEST = "SELECT manifest FROM graphs WHERE graph_key = ? AND revision = ?"
 SCHEMA_VERSION_READ = "SELECT value FROM meta WHERE key = 'schema_version'"
 META_COLUMNS = ("key", "value")
+
+# -- agent jobs (jobs.py; not journalled: each change is one transaction of its own) --------------
+
+JOB_COLS = (
+    "request_id, run_id, node_id, wait_owner, checkpoint_seq, runtime, runner, request, digest, status, "
+    "retry_of, output, error, usage, worker, created_at, updated_at, ended_at"
+)
+JOB_EVENT_COLS = "request_id, seq, kind, from_status, to_status, payload, created_at"
+JOB = f"SELECT {JOB_COLS} FROM jobs WHERE request_id = ?"
+JOB_STATUS = "SELECT status FROM jobs WHERE request_id = ?"
+JOB_INSERT = (
+    f"INSERT INTO jobs ({JOB_COLS}) VALUES "
+    "(?, ?, ?, ?, ?, ?, ?, {json}, ?, ?, ?, {json}, {json}, {json}, {json}, ?, ?, ?)"
+)
+JOBS = f"SELECT {JOB_COLS} FROM jobs WHERE true"
+JOB_EVENTS = f"SELECT {JOB_EVENT_COLS} FROM job_events WHERE request_id = ? AND seq > ? ORDER BY seq"
+JOB_EVENT_INSERT = (
+    f"INSERT INTO job_events ({JOB_EVENT_COLS}) "
+    "SELECT CAST(? AS VARCHAR), coalesce(max(seq), -1) + 1, CAST(? AS VARCHAR), CAST(? AS VARCHAR), "
+    "CAST(? AS VARCHAR), {json}, CAST(? AS TIMESTAMP) FROM job_events WHERE request_id = ?"
+)
+"""A job's next event, numbered from its stored ones (the caller holds the job: see `jobs.py`)."""
+JOB_LINE_SEEN = "SELECT 1 FROM job_events WHERE request_id = ? AND CAST(payload->>'line' AS BIGINT) = ?"
+"""Whether a worker's progress line is already recorded for this job."""
+
+
+def job_transition(columns: Sequence[str], *, ended: bool) -> str:
+    """Move a job to a status (a parameter) with `columns` set (a {json} parameter each), only if
+    its status is one of a list (the last parameter, after the request id); returns its id when applied."""
+    sets = ["status = ?", "updated_at = ?", *(f"{c} = {{json}}" for c in columns)]
+    if ended:
+        sets.append("ended_at = ?")
+    return (
+        f"UPDATE jobs SET {', '.join(sets)} WHERE request_id = ? AND status IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
+        "RETURNING request_id"
+    )
+
+
+def list_jobs(columns: Sequence[str]) -> str:
+    """`JOBS` where each of `columns` equals a parameter, oldest first."""
+    return JOBS + "".join(f" AND {c} = ?" for c in columns) + " ORDER BY created_at, request_id"
