@@ -38,7 +38,7 @@ from .errors import (
     WaitReentryError,
 )
 from .events import report_progress
-from .gates import CapabilityRequired, Gate, Verdict, granted, interrupt
+from .gates import CapabilityRequired, Gate, Verdict, consent, granted, interrupt
 from .graph import LabGraph
 from .history import Checkpoint
 from .lab import DEFAULT_PATH, Lab, current_lab, current_run
@@ -75,6 +75,7 @@ __all__ = (
     "Gate",
     "Verdict",
     "interrupt",
+    "consent",
     "CapabilityRequired",
     "granted",
     "WaitRecord",

@@ -37,7 +37,7 @@ from pydantic_graph.paths import (
 from pydantic_graph.step import NodeStep, Step
 from pydantic_graph.util import get_callable_name
 
-from .errors import GraphDefinitionError
+from .errors import ArgumentError, GraphDefinitionError
 
 if TYPE_CHECKING:
     from .graph import LabGraph
@@ -88,6 +88,8 @@ class StepDeclarations:
         self.steps: dict[str, Step[Any, Any, Any, Any]] = {}
         self.joins: dict[str, Join[Any, Any, Any, Any]] = {}
         self.edges: dict[str, EdgePath[Any, Any]] = {}
+        self.gates: set[str] = set()
+        """The ids of the steps declared `gate=True` (their manifest kind is "gate")."""
         self._start: StartNode[Any] = StartNode()
         self._end: EndNode[Any] = EndNode()
 
@@ -99,7 +101,7 @@ class StepDeclarations:
     # -- declaring ------------------------------------------------------------------------
 
     def step(
-        self, call: Callable[..., Any], *, node_id: str | None, label: str | None
+        self, call: Callable[..., Any], *, node_id: str | None, label: str | None, gate: bool = False
     ) -> Step[Any, Any, Any, Any]:
         if not callable(call) or not inspect.iscoroutinefunction(call):
             raise GraphDefinitionError(
@@ -110,6 +112,7 @@ class StepDeclarations:
             id=NodeID(node_id or get_callable_name(call)), call=call, label=label
         )
         self.steps[s.id] = s
+        (self.gates.add if gate else self.gates.discard)(s.id)
         return s
 
     def join(
@@ -178,6 +181,7 @@ class StepDeclarations:
         """Forget one declaration by its key; False when there is none."""
         if key.startswith(EDGE_PREFIX):
             return self.edges.pop(key.removeprefix(EDGE_PREFIX), None) is not None
+        self.gates.discard(key)
         return self.steps.pop(key, None) is not None or self.joins.pop(key, None) is not None
 
     # -- building --------------------------------------------------------------------------
@@ -330,19 +334,29 @@ class StepDeclaring:
         retry: Any = None,
         timeout: float | None = None,
         blocking: bool = False,
+        gate: bool = False,
     ) -> Any:
         """Declare (or re-declare, by node id) a step function; use as `@g.step` or `@g.step(node_id=...)`.
 
         `retry=Retry(...)` and `timeout=` give the step a retry policy and a time limit per try;
         `blocking=True` runs it on a thread of its own (see `@g.node(blocking=True)`).
+        `gate=True` declares a consent gate: the step calls `lab.consent(prompt, details)`, which
+        parks the run until `run.approve()` / `run.deny()` and then returns the `Verdict`.
         """
         if call is None:
-            return lambda fn: self.step(fn, node_id=node_id, label=label, retry=retry, timeout=timeout, blocking=blocking)
+            return lambda fn: self.step(
+                fn, node_id=node_id, label=label, retry=retry, timeout=timeout, blocking=blocking, gate=gate
+            )
+        if not isinstance(gate, bool):
+            raise ArgumentError(
+                f"@g.step(gate=...) takes True or False, got {gate!r}; a gate step asks with "
+                "consent(prompt, details) inside its function"
+            )
         if blocking:
             from .engine.blocking import in_thread
 
             call = in_thread(call)
-        s = self._decl.step(call, node_id=node_id, label=label)
+        s = self._decl.step(call, node_id=node_id, label=label, gate=gate)
         self.set_policy(s.id, retry=retry, timeout=timeout, where=f"@g.step({s.id})")  # type: ignore[attr-defined]
         self.changed()
         return s
@@ -439,6 +453,11 @@ class StepDeclaring:
         """The declared joins by id."""
         return dict(self._decl.joins)
 
+    @property
+    def gate_steps(self) -> frozenset[str]:
+        """The ids of the steps declared `@g.step(gate=True)`: consent gates."""
+        return frozenset(self._decl.gates)
+
 
 def _scratch() -> GraphBuilder[Any, Any, Any, Any]:
     """A builder only for its node factories (decision, match): they keep no builder state."""
@@ -459,6 +478,7 @@ class _NativeView:
         self.lab, self.name, self.native = g.lab, g.name, native
         self.state_type, self.deps_type = g.state_type, g.deps_type
         self.model = g.model
+        self.gate_steps = g.gate_steps
         self.namespace: dict[str, Any] = {}  # hints resolve through each function's own module
 
 

@@ -29,6 +29,7 @@ __all__ = (
     "Gate",
     "Verdict",
     "interrupt",
+    "consent",
     "CapabilityRequired",
     "granted",
     "warn",
@@ -194,6 +195,21 @@ def interrupt(value: Any = None) -> Any:
         ctx.used += 1
         return answer
     raise InterruptRequested(value, list(ctx.answers))
+
+
+def consent(prompt: str = "Approve?", details: Any = None) -> Verdict:
+    """Inside a gate step (`@g.step(gate=True)`): park the run until a person approves or denies; the `Verdict`.
+
+    The first time the step runs, the run parks waiting for consent (`run.wait.kind ==
+    "consent"`; `prompt` and the JSON `details` show in the widget's consent panel). After
+    `run.approve(note)` or `run.deny(note)` the step runs again from the top and this call returns
+    the verdict (`verdict.approved`, `verdict.note`): code before it runs twice, and the step acts
+    on the verdict through what it returns. The step function form of a `Gate` node class.
+    """
+    ctx = _current("consent()")
+    if ctx.verdict is None:
+        raise ConsentRequired(prompt, details, prior=list(ctx.answers))
+    return ctx.verdict
 
 
 def granted(capability: str) -> Any:

@@ -161,6 +161,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             isolate_state=self.isolate_state,  # type: ignore[arg-type]
             max_node_concurrency=self.max_node_concurrency,
             order=tuple(self._decl.steps),
+            gates=self.gate_steps,
         )
 
     def _station_object(self, node_id: str) -> Any:

@@ -97,7 +97,8 @@ def read_native(g: Any) -> BuiltGraph:
             fn = node.call
             inputs[nid] = InputCodec(nid, type(None) if model else types.step_input(nid, fn), what="step")
             node_classes[nid] = fn
-            stations.append(Station(nid, "step", getattr(fn, "__qualname__", nid), ("inputs",), source_fingerprint(fn)))
+            kind = "gate" if nid in getattr(g, "gate_steps", ()) else "step"  # @g.step(gate=True) asks consent()
+            stations.append(Station(nid, kind, getattr(fn, "__qualname__", nid), ("inputs",), source_fingerprint(fn)))
         elif isinstance(node, Decision):
             if not parallel:  # the super-step engine routes through decisions; they are never pending
                 inputs[nid] = InputCodec(nid, _decision_input_type(native, types, nid, node), what="decision")

@@ -41,6 +41,7 @@ from ..errors import GraphDefinitionError, ReducerError, StateContractError
 from ..gates import station_context
 from ..reducers import WHOLE_STATE, Reducer, last
 from .commit import Settled, StepHooks, StepOutcome, commit
+from .model_gates import consent_misplaced, gate_unasked
 from .routing import branch_matches, guarded, tried
 from .serial import Stop, wait_signal
 from .superstep import START_FORK, boundary_stop, split_frontier
@@ -60,6 +61,8 @@ class ModelSpec:
     max_node_concurrency: int | None = None
     order: tuple[str, ...] = ()
     """Node ids in declaration order: the fixed order a step's updates fold in."""
+    gates: frozenset[str] = frozenset()
+    """The steps declared `@g.step(gate=True)`: the stations that may ask `consent()`, and must."""
 
 
 class _Cancelled(Exception):
@@ -197,22 +200,32 @@ class _ModelStep:
             raise
         except BaseException as exc:
             signal = wait_signal(exc)
-            if signal is not None:
+            misplaced = None if signal is None else consent_misplaced(task.node_id, signal, self.spec.gates)
+            if signal is not None and misplaced is None:
                 self.parked.append((task, self.attempts.get(task.task_id, 0), signal))
                 return
-            if self.failure is None:
-                self.failure = (task, exc)
-                me = asyncio.current_task()
-                for t in aio.values():
-                    if t is not me and not t.done():
-                        t.cancel()
+            self._fail(task, misplaced or exc, aio)
+            return
+        unasked = gate_unasked(task.node_id, station_context.get(), self.spec.gates)
+        if unasked is not None:
+            self._fail(task, unasked, aio)
             return
         self.results[task.task_id] = (result, round((time.perf_counter() - started) * 1000, 3))
+
+    def _fail(self, task: Task, exc: BaseException, aio: dict[int, asyncio.Task[None]]) -> None:
+        """The step fails with `task`'s `exc` (the first failure wins); its siblings are cancelled."""
+        if self.failure is None:
+            self.failure = (task, exc)
+            me = asyncio.current_task()
+            for t in aio.values():
+                if t is not me and not t.done():
+                    t.cancel()
 
     async def _tries(self, task: Task, snapshot: Any) -> Any:
         """One node on its snapshot, tried again inside this step while its retry policy allows (seed 003).
 
-        Every try starts from the step's starting state: what a failed try changed in place is undone.
+        Every try starts from the step's starting state: what a failed try changed in place is undone,
+        and its `interrupt()` calls get the answers the station was given again, in order.
         """
         node = self.native.nodes.get(task.node_id)  # type: ignore[call-overload]
         if not isinstance(node, Step):
@@ -223,6 +236,9 @@ class _ModelStep:
             nonlocal tries
             if tries:
                 _reset(snapshot, self.hooks.head_state())
+                station = station_context.get()
+                if station is not None:  # the try asks its interrupt()s again: the answers it was given are its own
+                    station.used = 0
             tries += 1
             return node.call(StepContext(state=snapshot, deps=self.deps, inputs=None))
 
