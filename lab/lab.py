@@ -439,7 +439,7 @@ class Lab:
 
     def map(
         self,
-        graph: LabGraph,
+        graph: Any,
         inputs: Iterable[Any],
         *,
         entry: Any = None,
@@ -451,11 +451,14 @@ class Lab:
     ) -> Batch:
         """One run of `graph` per input, driven on Ray; returns the batch (it displays as a table).
 
-        `entry=Start()` starts every run there with the input as its state (or pass `(node,
-        state)` pairs). Runs are created in the store first and tagged with the batch id, so a
-        failing input fails its run alone, runs parked at a gate wait (counted by the batch), and
-        `lab.batch(id).run()` continues the unfinished ones after a kernel restart. `ray.init()`
-        starts a local Ray unless one runs (`address=` joins a cluster). See docs/scale.md.
+        `graph` is any kind: declared with nodes or steps, adopted, a subroutine, a workflow, with
+        delegated agent stations (the runtimes they name go to the workers too). `entry=Start()`
+        starts every run there with the input as its state; or pass `(node, state)` pairs,
+        `lab.batch.StartWith(node=..., inputs=..., state=...)`, or the start node's inputs (as
+        `graph.start(inputs=item)`). Runs are created in the store first and tagged with the batch
+        id, so a failing input fails its run alone, runs parked at a gate wait (counted by the
+        batch), and `lab.batch(id).run()` continues the unfinished ones after a kernel restart.
+        `ray.init()` starts a local Ray unless one runs (`address=` joins a cluster). See docs/scale.md.
         """
         from .batch.batch import start_batch
 

@@ -1,6 +1,7 @@
 """Batch runs: one run per input, driven on Ray, every run durable in the lab's store.
 
-`batch = lab.map(g, inputs, entry=Start())` creates every run first (each `started` event
+`batch = lab.map(g, inputs, entry=Start())` (a graph of any kind: `spec.Shipment` carries it to the
+workers, `inputs.start_input` says how an input starts its run) creates every run first (each `started` event
 carries `tags: {"batch": id, "index": i}`, so `lab.sql` groups a batch and a restarted kernel
 finds it), then hands the unfinished ones to a pool of Ray actors (`lab.batch.worker`). A run
 that fails, fails alone; a run that parks at a gate waits for its verdict and the batch counts
@@ -24,11 +25,11 @@ from pydantic_graph import BaseNode
 
 from ..display_hooks import show
 from ..errors import ArgumentError, LabError, StoreError
-from .spec import GraphSpec
-from .worker import BatchWorker, Outcome, Seed, load_rows
+from .inputs import start_input
+from .spec import GraphShippingError, Shipment
+from .worker import NOT_DRIVEN, BatchWorker, Outcome, Seed, load_rows, store_job
 
 if TYPE_CHECKING:
-    from ..graph import LabGraph
     from ..lab import Lab
 
 __all__ = ("Batch", "BatchRow", "start_batch", "open_batch", "release_workers", "start_ray")
@@ -58,15 +59,15 @@ def _ray() -> Any:
 
 def start_batch(
     lab: Lab,
-    graph: LabGraph,
+    graph: Any,
     inputs: Iterable[Any],
     *,
     entry: BaseNode[Any, Any, Any] | None = None,
     name: str | None = None,
 ) -> Batch:
-    """Create one run per input (nothing runs yet): `entry` with each input as its state, or
-    each input a `(node, state)` pair."""
-    spec = GraphSpec.of(graph)
+    """Create one run per input (nothing runs yet), for a graph of any kind: how each input starts
+    its run is `inputs.start_input`'s (a state with `entry`, a `(node, state)` pair, `StartWith`,
+    or the start node's inputs)."""
     items = list(inputs)
     if not items:
         raise ArgumentError("lab.map(graph, inputs): inputs is empty; pass one input per run")
@@ -75,25 +76,9 @@ def start_batch(
         raise ArgumentError(f"lab.map(name={name!r}): a batch's name is a non-empty str")
     if entry is not None and not isinstance(entry, BaseNode):
         raise ArgumentError(f"lab.map(entry={entry!r}): entry is the node every run starts at, say Start()")
-    run_ids = []
-    for i, item in enumerate(items):
-        if entry is not None:
-            node, state = _copy(entry), item
-        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], BaseNode):
-            node, state = item
-        else:
-            raise ArgumentError(
-                f"lab.map: input {i} is {item!r}; pass entry=Node() and states as inputs, or (node, state) pairs"
-            )
-        run = graph.start(node, state=state, tags={"batch": batch_id, "index": i})
-        run_ids.append(run.id)
-    return Batch(lab, graph, batch_id, run_ids, spec)
-
-
-def _copy(node: BaseNode[Any, Any, Any]) -> BaseNode[Any, Any, Any]:
-    import copy
-
-    return copy.deepcopy(node)
+    shipment = Shipment.of(graph)  # a graph that cannot reach the workers is refused before any run exists
+    run_ids = [start_input(graph, item, i, entry=entry, tags={"batch": batch_id, "index": i}).id for i, item in enumerate(items)]
+    return Batch(lab, graph, batch_id, run_ids, shipment)
 
 
 def open_batch(lab: Lab, batch_id: str) -> Batch:
@@ -107,13 +92,13 @@ def open_batch(lab: Lab, batch_id: str) -> Batch:
         raise ArgumentError(f"lab.batch({batch_id!r}): no batch of that id in the store {lab.store.path}")
     run_ids = [r for r, _ in sorted(rows, key=lambda x: int(x[1]))]
     graph = lab.graph_of(lab.store.get_run(run_ids[0]), f"lab.batch({batch_id!r})")
-    return Batch(lab, graph, batch_id, run_ids, GraphSpec.of(graph))
+    return Batch(lab, graph, batch_id, run_ids, Shipment.of(graph))
 
 
 class Batch:
     """A batch of runs of one graph: `run()` drives the unfinished ones; displays as a table."""
 
-    def __init__(self, lab: Lab, graph: LabGraph, batch_id: str, run_ids: list[str], spec: GraphSpec):
+    def __init__(self, lab: Lab, graph: Any, batch_id: str, run_ids: list[str], spec: Shipment):
         self.lab = lab
         self.graph = graph
         self.id = batch_id
@@ -184,19 +169,20 @@ class Batch:
         from ..store import is_postgres_url
 
         location = self.lab.path if is_postgres_url(self.lab.path) else None
-        actors = _actors(ray, self._spec, location, deps, min(workers, len(todo)), type(self.lab))
+        actors = _actors(ray, location, deps, min(workers, len(todo)), type(self.lab))
+        shipment = ray.put(self._spec)  # sent once, read by every worker
         queue = list(todo)
         busy: dict[Any, Any] = {}
         try:
             for actor in actors:
                 if queue:
-                    busy[actor.run.remote(self._seed(queue.pop(0).run_id, location))] = actor
+                    busy[actor.run.remote(shipment, self._seed(queue.pop(0).run_id, location))] = actor
             while busy:
                 ready, _ = ray.wait(list(busy), num_returns=1)
                 ref = ready[0]
                 actor = busy.pop(ref)
                 if queue:
-                    busy[actor.run.remote(self._seed(queue.pop(0).run_id, location))] = actor
+                    busy[actor.run.remote(shipment, self._seed(queue.pop(0).run_id, location))] = actor
                 self._settle(ray, ref)
                 self._report(widget, on_progress)
         except BaseException:
@@ -236,8 +222,12 @@ class Batch:
             out: Outcome = ray.get(ref)
         except Exception as exc:  # the actor died (OOM, killed): which run is unknown here
             raise StoreError(f"a batch worker died: {exc}; batch.run() again continues the unfinished runs") from None
+        if out.status == NOT_DRIVEN:  # the run is as it was: fix the graph, then batch.run() again
+            raise GraphShippingError(f"a batch worker could not declare graph {self.graph.name!r}: {out.error}")
         for blob in out.transactions:
             store.write(load_rows(blob))
+        for blob in out.jobs:
+            store_job(store, blob)
         rec = store.get_run(out.run_id)
         if out.status == "failed" and rec.status not in FINISHED and rec.status != "waiting":
             err = {"node_id": None, "attempt": None, "type": "lab.batch.WorkerError", "message": out.error or "", "traceback": ""}
@@ -302,19 +292,19 @@ def ray_options(**extra: Any) -> dict[str, Any]:
 
 
 _POOL: dict[tuple[Any, ...], list[Any]] = {}
-"""Warm actors for the last (graph digest, store, deps): starting a Python worker costs seconds,
-so a batch run again (or the next batch of the same graph) reuses them. One pool at a time: each
-actor holds a CPU of the Ray cluster until the next pool replaces it."""
+"""Warm actors for the last (store, deps): starting a Python worker costs seconds, so a batch run
+again, or the next batch of any graph, reuses them (a worker declares each graph it is shipped
+once). One pool at a time: each actor holds a CPU of the Ray cluster until the next pool replaces it."""
 
 
-def _actors(ray: Any, spec: GraphSpec, location: str | None, deps: Any, n: int, lab_type: Any) -> list[Any]:
-    key = (spec.digest, location, id(deps), ray.get_runtime_context().get_job_id())
+def _actors(ray: Any, location: str | None, deps: Any, n: int, lab_type: Any) -> list[Any]:
+    key = (location, id(deps), ray.get_runtime_context().get_job_id())
     if key not in _POOL:
         _drop_actors(ray)
     pool = _POOL.setdefault(key, [])
     if len(pool) < n:
         actor_cls = ray.remote(num_cpus=1)(BatchWorker)
-        pool.extend(actor_cls.remote(spec, location, lab_type, deps) for _ in range(n - len(pool)))
+        pool.extend(actor_cls.remote(location, lab_type, deps) for _ in range(n - len(pool)))
     return pool[:n]
 
 
