@@ -97,8 +97,8 @@ async def drive_steps(
         step = _Step(native, state, deps, frontier, attempts, hooks, timeouts or {})
         try:
             await step.execute(contexts)
-        except asyncio.CancelledError:
-            hooks.step_aborted(tasks, attempts)
+        except asyncio.CancelledError:  # the task still in flight first: the one the stop names
+            hooks.step_aborted(sorted(tasks, key=lambda t: t.task_id in step.results), attempts)
             raise
         if step.escaped is not None:
             _escape(hooks, tasks, attempts, *step.escaped)
