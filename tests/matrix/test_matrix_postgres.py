@@ -3,8 +3,8 @@
 One throwaway PostgreSQL server for this module (tests/store/pgcluster.py), a fresh database per
 test. Each kind of `cases.KINDS` runs there as it runs on DuckDB: the plain variant to its end,
 the gate variant parked, approved and done, the history read back with `state_at`, and a parked
-run resumed by a lab that opened the store again (the first one closed). For the agent kind, its
-jobs live in the PostgreSQL store's `jobs` and `job_events` tables.
+run (a consent gate, an interrupt) resumed by a lab that opened the store again (the first one
+closed). For the agent kind, its jobs live in the PostgreSQL store's `jobs` and `job_events` tables.
 
 Under CI=true a missing PostgreSQL fails (scripts/setup.sh installs it); elsewhere it skips.
 """
@@ -19,7 +19,7 @@ from lab import Lab
 from lab.store.postgres_store import PostgresStore
 from tests.store.pgcluster import Cluster, cluster
 
-from .cases import KINDS, case_named
+from .cases import ANSWER, KINDS, case_named
 
 pytestmark = pytest.mark.parametrize("kind", KINDS)
 
@@ -130,3 +130,21 @@ def test_pg_reopened_store_resumes_a_parked_run(url: str, kind: str) -> None:
         _jobs_on_the_server(second, kind, {run_id})
     finally:
         second.close()
+
+
+def test_pg_reopened_store_answers_an_interrupt(url: str, kind: str) -> None:
+    """An interrupt() parked under one lab is answered with resume_with by a lab that opened the
+    store again, and the answer reaches the station that asked."""
+    case = case_named(kind)
+    with Lab(url) as first:
+        run = case.start(case.build(first, "interrupt"))
+        run.run()
+        assert run.status == "waiting" and run.wait is not None and run.wait.kind == "interrupt", (kind, run.status, run.error)
+        run_id = run.id
+    with Lab(url) as second:
+        case.build(second, "interrupt")
+        again = second.resume(run_id)
+        again.resume_with(ANSWER)
+        again.run()
+        assert (again.status, again.output) == ("done", case.expected("interrupt")), (kind, again.error)
+        _jobs_on_the_server(second, kind, {run_id})
