@@ -9,19 +9,28 @@ most; each kind's graph is shipped to the workers as the kind declares it (lab/b
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lab import Lab
-from lab.batch import StartWith
+from lab.batch import StartWith, release_workers
 
 from .cases import KINDS, case_named
 
 pytestmark = [pytest.mark.timeout(600)]  # a local Ray may take minutes to start on a busy machine
 
 RUNS = 3
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_workers() -> Iterator[None]:
+    """The warm workers hold the session Ray's CPUs: free them for the session's other batches
+    (a notebook's kernel joining the same Ray waited for a CPU until its cell timed out)."""
+    yield
+    release_workers()
 
 
 def _inputs(case: Any, graph: Any, n: int) -> list[StartWith]:
@@ -45,6 +54,8 @@ def test_lab_map_on_ray(kind: str, tmp_path: Path, ray_session: str) -> None:
             events = [e.kind for e in lab.events(run_id)]
             assert events[0] == "started" and events[-1] == "done", events
             assert lab.resume(run_id).output == case.expected("plain")
+            jobs = lab.agents.jobs(run_id=run_id)  # a delegated station's job ran in the worker, kept here
+            assert [j.status for j in jobs] == ["SUCCEEDED"] * (1 if kind == "agent" else 0), jobs
 
         gated = case.build(lab, "gate")
         batch = lab.map(gated, _inputs(case, gated, 2), workers=1, progress=False)
