@@ -104,7 +104,11 @@ class KindCase(Protocol):
         ...
 
     def subgraph_call(self, graph: Any) -> dict[str, Any]:
-        """The keyword arguments that make ``run_subgraph(graph, **them)`` start the run ``start`` starts."""
+        """The keyword arguments that make ``run_subgraph(graph, **them)`` start the run ``start`` starts.
+
+        ``graph.start(**them)`` starts that run too (the magics and lab.map tests rely on it): every
+        kind's ``start`` takes ``node=`` / ``inputs=`` / ``state=`` as ``run_subgraph`` passes them.
+        """
         ...
 
     def expected(self, variant: str) -> Any:
