@@ -15,11 +15,12 @@ that belong to this process left behind:
 - an adopted graph's `namespace` (the locals where it was built, to resolve type hints) keeps
   only the types in it.
 
-Each station class carries the driver's source fingerprint, so the worker's graph has the
-driver's digest even where a class's source cannot be read (a notebook cell's code, pickled);
-the worker checks it. The agent runtimes the graph's delegated stations name travel beside it
-(`runtimes.py`). A new kind needs nothing here: it is shipped the same way, as long as its
-handle holds nothing but its declarations and the lab.
+Each station class carries the driver's source fingerprint, and a function that travels by
+value takes its notebook cell's source lines along, so the worker's graph has the driver's digest
+even where the source cannot be read there (a notebook cell's code, pickled); the worker checks it.
+The agent runtimes the graph's delegated stations name travel beside it (`runtimes.py`). A new
+kind needs nothing here: it is shipped the same way, as long as its handle holds nothing but its
+declarations and the lab.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import io
+import linecache
+import os
 import pickle
 import re
 from dataclasses import dataclass, field
@@ -93,6 +96,7 @@ class _Pickler:
                 return outer.persistent_id(obj)
 
             def _dynamic_function_reduce(self, func: Any) -> Any:  # a function that travels by value
+                outer.keep_source(func)
                 reduced = super()._dynamic_function_reduce(func)
                 return with_annotation_globals(func, reduced)
 
@@ -100,6 +104,17 @@ class _Pickler:
         self.graph = graph
         self.lab_type = lab_type
         self.namespace = getattr(graph, "namespace", None)
+        self.sources: dict[str, list[str]] = {}
+        """The source lines of notebook cells whose functions travel by value, by file name."""
+
+    def keep_source(self, func: Any) -> None:
+        """Keep the lines of `func`'s cell when they live only in this process's `linecache` (a
+        notebook's cell): the worker reads the same source, so its fingerprint (the revision) is ours."""
+        filename = getattr(getattr(func, "__code__", None), "co_filename", None)
+        if isinstance(filename, str) and filename not in self.sources and not os.path.exists(filename):
+            lines = linecache.getlines(filename)
+            if lines:
+                self.sources[filename] = list(lines)
 
     def persistent_id(self, obj: Any) -> Any:
         if isinstance(obj, self.lab_type):
@@ -165,6 +180,8 @@ class Shipment:
     """The pickled graph handle and its station classes with their fingerprints (see the module docs)."""
     runtimes: list[ShippedRuntime] = field(default_factory=list)
     """The agent runtimes its delegated stations name, registered in the worker's lab first."""
+    sources: dict[str, list[str]] = field(default_factory=dict)
+    """Notebook cells' source lines, by file name, for the functions that travel by value."""
 
     @classmethod
     def of(cls, graph: Any) -> Shipment:
@@ -180,19 +197,22 @@ class Shipment:
         built = build()
         pins = [(c, source_fingerprint(c)) for c in _station_classes(built)]
         try:
-            blob = _Pickler(graph, type(lab)).dumps((graph, pins))
+            pickler = _Pickler(graph, type(lab))
+            blob = pickler.dumps((graph, pins))
         except Exception as exc:  # cloudpickle raises whatever the object raises
             raise GraphShippingError(
                 f"lab.map: graph {graph.name!r} cannot travel to a Ray worker: {type(exc).__name__}: {exc}. "
                 "Define what its stations use (classes, functions, the objects they close over) in the notebook "
                 "or an importable module, not in objects bound to this process (connections, locks, threads)"
             ) from None
-        return cls(graph.name, built.manifest.digest, blob, runtimes_for(lab, built))
+        return cls(graph.name, built.manifest.digest, blob, runtimes_for(lab, built), pickler.sources)
 
     def declare(self, lab: Lab) -> Any:
         """The graph in `lab` (a worker's), checked to be the driver's revision (same digest)."""
         for rt in self.runtimes:
             rt.register(lab)
+        for filename, lines in self.sources.items():  # mtime None: linecache keeps it (as IPython's cells)
+            linecache.cache.setdefault(filename, (sum(map(len, lines)), None, lines, filename))
         graph, pins = _Unpickler(self.blob, lab).load()
         for tp in (getattr(graph, a, None) for a in ("state_type", "deps_type", "output_type", "input_type")):
             repair_dataclass(tp)

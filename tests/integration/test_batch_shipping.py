@@ -6,6 +6,7 @@ run without a Ray cluster; tests/matrix/test_matrix_map.py drives every kind on 
 
 from __future__ import annotations
 
+import linecache
 import threading
 from dataclasses import dataclass
 
@@ -103,4 +104,38 @@ def test_agent_runtimes_travel_as_targets_and_a_notebook_only_agent_is_refused(t
     with pytest.raises(RuntimeShippingError, match=r"'planner' lives only in this process.*target="):
         lab.map(g, [StartWith(inputs=None)], progress=False)
     assert len(lab.runs()) == 0
+    lab.close()
+
+
+CELL = '''
+async def bump(ctx: StepContext[Box, None, int]) -> int:
+    ctx.state.n = ctx.inputs + 1
+    return ctx.state.n
+'''
+
+
+def test_a_step_defined_in_a_notebook_cell_ships_with_its_source(tmp_path) -> None:
+    """issue 26 done-when 4 (lab.map on Ray): a step function from a notebook cell travels by value
+    and its source lives only in the notebook's linecache; the worker reads the same lines, so it
+    builds the notebook's revision (without them its fingerprint fell back to bytecode: another
+    digest, and the worker refused the graph)."""
+    filename = str(tmp_path / "ipykernel_cell_1.py")  # never written: a cell lives only in linecache
+    lines = CELL.splitlines(keepends=True)
+    linecache.cache[filename] = (len(CELL), None, lines, filename)
+    try:
+        scope = {"StepContext": StepContext, "Box": Box, "__name__": "notebook_cell"}
+        exec(compile(CELL, filename, "exec"), scope)
+        lab = Lab(str(tmp_path / "lab.duckdb"))
+        g = lab.graph("cell_steps", state_type=Box, input_type=int, output_type=int)
+        step = g.step(scope["bump"])
+        g.add(g.edge_from(g.start_node).to(step), g.edge_from(step).to(g.end_node))
+        shipment = Shipment.of(g)
+        assert shipment.sources == {filename: lines}
+    finally:
+        del linecache.cache[filename]  # the worker's process has no such cell
+    worker_lab = Lab(":memory:")
+    copy = shipment.declare(worker_lab)
+    assert copy.build().manifest.digest == shipment.digest
+    assert copy.start(inputs=4).run().output == 5
+    worker_lab.close()
     lab.close()
