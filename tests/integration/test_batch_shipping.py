@@ -6,6 +6,7 @@ run without a Ray cluster; tests/matrix/test_matrix_map.py drives every kind on 
 
 from __future__ import annotations
 
+import dataclasses
 import linecache
 import threading
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from pydantic_graph import GraphBuilder, StepContext
 from lab import Lab
 from lab.batch import RuntimeShippingError, StartWith
 from lab.batch.spec import Shipment
+from lab.batch.worker import NOT_DRIVEN, BatchWorker, Seed
 from tests.agents import agent_defs
 from tests.agents.graphs import declare as declare_essay
 from tests.matrix.k_nodes import CASE as NODES
@@ -138,4 +140,19 @@ def test_a_step_defined_in_a_notebook_cell_ships_with_its_source(tmp_path) -> No
     assert copy.build().manifest.digest == shipment.digest
     assert copy.start(inputs=4).run().output == 5
     worker_lab.close()
+    lab.close()
+
+
+def test_a_worker_that_builds_another_revision_drives_nothing(tmp_path) -> None:
+    """issue 26 done-when 4 (lab.map on Ray): a worker whose copy of the graph has another digest
+    than the notebook's does not drive the run (it says why; the notebook raises GraphShippingError
+    and the run stays as it was, to be driven by `batch.run()` once the graph is fixed)."""
+    lab = Lab(str(tmp_path / "lab.duckdb"))
+    g = NODES.build(lab, "plain")
+    shipment = dataclasses.replace(Shipment.of(g), digest="0" * 16)
+    worker = BatchWorker(None, Lab)
+    out = worker.run(shipment, Seed("run-that-was-never-sent"))
+    assert out.status == NOT_DRIVEN and "not the notebook's 0000000000000000" in (out.error or "")
+    assert out.transactions == [] and worker.graphs == {}
+    worker.close()
     lab.close()
