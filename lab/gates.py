@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic_graph import BaseNode, GraphRunContext
 from typing_extensions import TypeVar
 
-from .errors import RunStateError
+from .errors import GraphDefinitionError, RunStateError
 
 if TYPE_CHECKING:
+    from .manifest import Station
     from .records import WaitKind
 
 __all__ = (
@@ -39,6 +40,8 @@ __all__ = (
     "child_slot",
     "slot_child",
     "current_station",
+    "mirrors_subgraph",
+    "refuse_misplaced_consent",
 )
 
 StateT = TypeVar("StateT", default=None)
@@ -138,6 +141,8 @@ class StationContext:
     """The run stepping this station (a subroutine's child calls record themselves on it)."""
     job: dict[str, Any] | None = None
     """A delegated station's adopted job outcome: `{"request_id", "status", "output", "error", "by"}`."""
+    consented: bool = False
+    """Whether this try of the station called `consent()` already (one question per gate visit)."""
 
 
 station_context: contextvars.ContextVar[StationContext | None] = contextvars.ContextVar(
@@ -204,12 +209,60 @@ def consent(prompt: str = "Approve?", details: Any = None) -> Verdict:
     "consent"`; `prompt` and the JSON `details` show in the widget's consent panel). After
     `run.approve(note)` or `run.deny(note)` the step runs again from the top and this call returns
     the verdict (`verdict.approved`, `verdict.note`): code before it runs twice, and the step acts
-    on the verdict through what it returns. The step function form of a `Gate` node class.
+    on the verdict through what it returns. The step function form of a `Gate` node class. One
+    call per visit: a second raises (the kernel also refuses consent() from a station not declared a gate).
     """
     ctx = _current("consent()")
+    if ctx.consented:
+        raise RunStateError(
+            f"gate {ctx.node_id} called consent() twice in one visit; a gate asks once and its verdict "
+            "answers that one call: keep the verdict in a variable, or put the second question in a gate of its own"
+        )
+    ctx.consented = True
     if ctx.verdict is None:
         raise ConsentRequired(prompt, details, prior=list(ctx.answers))
     return ctx.verdict
+
+
+def mirrors_subgraph(details: Any) -> bool:
+    """Whether a wait's `details` mirror a parked subgraph's wait (lab.subgraph): any station may hold
+    such a consent wait, not only a gate (the question is the child's)."""
+    return isinstance(details, dict) and isinstance(details.get("subgraph"), dict)
+
+
+_DECLARE_GATE = {
+    "step": ("step", "declare it @g.step(gate=True)"),
+    "node": (
+        "node",
+        "make its class a gate: subclass lab.Gate and act on the verdict in decide(self, ctx, verdict) "
+        "(a subroutine's node: declare it @sub.node(..., gate=True) and ask with context.consent())",
+    ),
+}
+
+
+def refuse_misplaced_consent(node_id: str, station: Station | None, signal: WaitSignal) -> None:
+    """Raise `GraphDefinitionError` for a consent wait asked by a station whose manifest kind is not "gate".
+
+    Only a gate's consent wait can be answered (`run.approve()` hands the verdict to a gate station):
+    the kernel refuses the park of any other, for every kind, before anything is written. A wait that
+    mirrors a parked subgraph's gate is the child's question: any station may hold it.
+    """
+    station_kind = station.kind if station is not None else None
+    if signal.kind != "consent" or station_kind == "gate" or mirrors_subgraph(signal.details):
+        return
+    noun, how = _DECLARE_GATE.get(
+        station_kind or "",
+        (
+            "station",
+            f"a {station_kind or 'missing'} station cannot be a gate: put a gate before it (a lab.Gate node "
+            "class, a @g.step(gate=True) step, a subroutine's @sub.node(..., gate=True))",
+        ),
+    )
+    raise GraphDefinitionError(
+        f"{noun} {node_id} called consent() but is not declared a gate (its manifest kind is "
+        f"{station_kind!r}), so no verdict could reach it; {how} (its consent wait is then answered with "
+        "run.approve() / run.deny()), or ask with interrupt() instead. The run was not parked"
+    )
 
 
 def granted(capability: str) -> Any:

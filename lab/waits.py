@@ -43,7 +43,14 @@ from .errors import (
     WaitOwnerError,
     WaitReentryError,
 )
-from .gates import CapabilityRequired, StationContext, Verdict, WaitSignal
+from .gates import (
+    CapabilityRequired,
+    StationContext,
+    Verdict,
+    WaitSignal,
+    mirrors_subgraph,
+    refuse_misplaced_consent,
+)
 from .records import CheckpointRecord, PendingStation, WaitKind, WaitRecord
 from .run_values import StepResult
 
@@ -372,6 +379,7 @@ class Waits:
                     raise TypeError(f"a wait's prompt must be a string, got {type(prompt).__name__}")
                 details = _json(signal.details, f"the details of {node_id}'s {signal.kind} wait")
                 prior: list[Any] = list(getattr(signal, "prior", None) or [])  # the station's answer log so far
+                refuse_misplaced_consent(node_id, self._built.manifest.station(node_id), signal)  # only a gate asks consent
                 if isinstance(signal, CapabilityRequired):
                     details = {"capability": signal.capability, "details": details}
                     self._count_capability_request(node_id, signal.capability)
@@ -563,7 +571,7 @@ class Waits:
         station = self._built.manifest.station(wait.node_id)
         if ids != [wait.node_id]:
             problem = f"its head checkpoint {self._head} would enter {', '.join(ids) or 'nothing'}"
-        elif wait.kind == "consent" and (station is None or station.kind != "gate") and not _mirrors_subgraph(wait):
+        elif wait.kind == "consent" and (station is None or station.kind != "gate") and not mirrors_subgraph(wait.details):
             problem = f"station {wait.node_id} is a {station.kind if station else 'missing'} station, not a gate"
         elif wait.kind == "delegate" and (station is None or station.kind != "delegated"):
             problem = f"station {wait.node_id} is a {station.kind if station else 'missing'} station, not a delegated one"
@@ -618,11 +626,6 @@ class Waits:
     def budgets(self: Run) -> Budgets:  # type: ignore[misc]
         """The capability budgets this run started with (kept across restarts and forks)."""
         return Budgets.from_counters(self._counters)
-
-
-def _mirrors_subgraph(wait: WaitRecord) -> bool:
-    """A wait that mirrors a parked subgraph's (lab.subgraph): any node may hold it, not only a gate."""
-    return isinstance(wait.details, dict) and isinstance(wait.details.get("subgraph"), dict)
 
 
 def _limits(counters: dict[str, Any]) -> dict[str, Any]:

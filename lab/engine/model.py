@@ -41,7 +41,7 @@ from ..errors import GraphDefinitionError, ReducerError, StateContractError
 from ..gates import station_context
 from ..reducers import WHOLE_STATE, Reducer, last
 from .commit import Settled, StepHooks, StepOutcome, commit
-from .model_gates import consent_misplaced, gate_unasked
+from .model_gates import gate_unasked
 from .routing import branch_matches, guarded, tried
 from .serial import Stop, wait_signal
 from .superstep import START_FORK, boundary_stop, split_frontier
@@ -200,11 +200,10 @@ class _ModelStep:
             raise
         except BaseException as exc:
             signal = wait_signal(exc)
-            misplaced = None if signal is None else consent_misplaced(task.node_id, signal, self.spec.gates)
-            if signal is not None and misplaced is None:
+            if signal is not None:  # a consent wait from a step not declared a gate is refused where it parks
                 self.parked.append((task, self.attempts.get(task.task_id, 0), signal))
                 return
-            self._fail(task, misplaced or exc, aio)
+            self._fail(task, exc, aio)
             return
         unasked = gate_unasked(task.node_id, station_context.get(), self.spec.gates)
         if unasked is not None:

@@ -1,36 +1,22 @@
-"""Consent gates in the super-step model: which steps may ask `consent()`, and that they do.
+"""Consent gates in the super-step model: that a step declared a gate asks `consent()`.
 
 A superstep-model graph runs `@g.step` functions only, so its consent gate is a step declared
 `@g.step(gate=True)` that calls `lab.consent(prompt, details)` (the step form of a `Gate` node
 class): the manifest names it a gate, which is what lets `run.approve()` / `run.deny()` hand
-it the verdict (lab.waits checks a consent wait's station is a gate). Both mistakes are refused
-when the step runs, naming the station and the fix, instead of parking a run no verdict can
-resume or letting a gate that never asks through.
+it the verdict. A step that asks without being declared a gate is refused where every kind's
+wait is parked (lab.waits, `lab.gates.misplaced_consent`); a gate step that returns without
+asking is refused here when the step runs, naming the station and the fix, instead of letting
+everything through.
 """
 
 from __future__ import annotations
 
 from collections.abc import Set
-from typing import Any
 
 from ..errors import GraphDefinitionError
-from ..gates import StationContext, WaitSignal
+from ..gates import StationContext
 
-__all__ = ("consent_misplaced", "gate_unasked")
-
-
-def consent_misplaced(node_id: str, signal: WaitSignal, gates: Set[str]) -> GraphDefinitionError | None:
-    """The error for a consent wait asked by a step that is not a declared gate, else None.
-
-    A wait that mirrors a parked subgraph's gate (lab.subgraph: its details name the child) is not
-    the step's own question: any step may hold it.
-    """
-    if signal.kind != "consent" or node_id in gates or _mirrors_subgraph(signal.details):
-        return None
-    return GraphDefinitionError(
-        f"step {node_id} called consent() but is not declared a gate; declare it @g.step(gate=True) "
-        "(its consent wait is answered with run.approve() / run.deny()), or ask with interrupt() instead"
-    )
+__all__ = ("gate_unasked",)
 
 
 def gate_unasked(node_id: str, station: StationContext | None, gates: Set[str]) -> GraphDefinitionError | None:
@@ -41,7 +27,3 @@ def gate_unasked(node_id: str, station: StationContext | None, gates: Set[str]) 
         f"gate step {node_id} returned without calling consent(); a step declared @g.step(gate=True) asks "
         "verdict = consent(prompt, details) and acts on it: add the call, or drop gate=True"
     )
-
-
-def _mirrors_subgraph(details: Any) -> bool:
-    return isinstance(details, dict) and isinstance(details.get("subgraph"), dict)

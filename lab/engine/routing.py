@@ -24,6 +24,7 @@ from pydantic_graph.step import NodeStep, Step, StepContext, StepNode
 from pydantic_graph.util import unpack_type_expression
 
 from ..errors import EdgeConditionError, GraphDefinitionError
+from ..gates import station_context
 from .serial import wait_signal, within
 from .tasks import Fork, ForkStack, Task
 
@@ -218,6 +219,9 @@ async def tried(
     failed = 0
     while True:
         try:
+            station = station_context.get()
+            if station is not None:  # each try is a visit of its own: it may ask consent() once
+                station.consented = False
             aw = call()
             return await (aw if seconds is None else within(aw, seconds, task.node_id))
         except Exception as exc:
