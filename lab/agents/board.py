@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -28,9 +27,11 @@ from ..records import JobRecord, WaitRecord
 from ..store.jobs import JobTables
 from .errors import AgentJobStateError, AgentRequestConflict, AgentResultError, AgentRuntimeError
 from .files import JobFiles, alive, process_identity
+from .folders import jobs_folder
 from .job import AgentJob
 from .lifecycle import LIVE, TERMINALS, allowed_from, request_digest, request_id_for
 from .outcomes import error_json
+from .ownership import follow_row, owner_of, runner_state
 
 if TYPE_CHECKING:
     from ..lab import Lab
@@ -55,8 +56,8 @@ def board_for(lab: Lab) -> AgentBoard:
     store = lab.store
     if not isinstance(store, JobTables):
         raise AgentRuntimeError(
-            f"the store {type(store).__name__} keeps no agent jobs yet; delegated agent stations need the DuckDB "
-            "store: Lab('path.duckdb') (docs/agents.md)"
+            f"the store {type(store).__name__} keeps no agent jobs (it does not implement lab.store.jobs.JobTables); "
+            "delegated agent stations need a store that does: Lab('path.duckdb') or Lab('postgresql://...') (docs/agents.md)"
         )
     board = getattr(store, "agent_board", None)
     if board is None:
@@ -90,10 +91,10 @@ class AgentBoard:
 
     @property
     def folder(self) -> str:
-        """Where subprocess jobs keep their files: beside the store file (a temporary folder for `:memory:`)."""
+        """Where subprocess jobs keep their files: beside the store file, under the user's cache folder
+        for a PostgreSQL store, a temporary folder for `:memory:` (lab/agents/folders.py)."""
         if self._folder is None:
-            path = self.store.path
-            self._folder = path + ".jobs" if path != ":memory:" else tempfile.mkdtemp(prefix="graphlab-jobs-")
+            self._folder = jobs_folder(self.store.path)
         return self._folder
 
     # -- runtimes ------------------------------------------------------------------------------
@@ -461,7 +462,9 @@ class AgentBoard:
         assert rec is not None
         rt = self.runtime(rec.runtime)
         files = JobFiles(os.path.join(self.folder, request_id))
-        worker = {"folder": str(files.folder)} if rt.runner == "subprocess" else None
+        worker: dict[str, Any] = {"admitted_by": process_identity()}  # who owns it until a runner reports
+        if rt.runner == "subprocess":
+            worker["folder"] = str(files.folder)
         if not self._move(request_id, "ADMITTED", worker=worker):
             return  # someone else admitted it
         self.completion(request_id)
@@ -628,19 +631,34 @@ class AgentBoard:
                 self._ingest(rid, files, self._lines_ingested(rid))
                 self._deliver_result(rid, result)
                 return
-            if alive(files.read_json(files.worker)):
+            worker_file = files.read_json(files.worker)
+            if worker_file is not None and alive(worker_file):
                 self._start(rid, self._watch_detached(rec, files))
                 return
-            if files.read_json(files.worker) is None and rec.status == "ADMITTED":
+            if runner_state(owner_of(rec, worker_file)) in ("alive", "elsewhere"):
+                self._start(rid, self._follow(rid))  # its runner is not proven dead here: leave it to it
+                return
+            if worker_file is None and rec.status == "ADMITTED":
                 why = "the lab stopped after admitting it; whether its worker started is unknown"
             else:
                 why = "its worker process is gone and left no result"
         else:
-            owner = (rec.worker or {}) if rec.status != "ADMITTED" else {}
-            if owner and owner.get("pid") != os.getpid() and alive(owner):
-                return  # another live process runs it
+            if runner_state(owner_of(rec)) in ("alive", "elsewhere"):
+                self._start(rid, self._follow(rid))  # another live process, or another host, runs it
+                return
             why = "the process that ran it as a task stopped"
         self.deliver(rid, "LOST", error={"message": why}, by="recovery")
+
+    async def _follow(self, rid: str) -> None:
+        """A job another process runs: resolve its completion once its row is terminal."""
+        try:
+            if await follow_row(self.store.job, lambda: self.store.closed, rid):
+                self.completion(rid)
+                self._notify(rid)
+        except Exception:
+            log.exception("following agent job %s in the store failed; reopening the lab looks again", rid)
+        finally:
+            self._tasks.pop(rid, None)
 
     async def _watch_detached(self, rec: JobRecord, files: JobFiles) -> None:
         try:

@@ -207,7 +207,7 @@ class RunWidget(widgets.VBox):
 
         try:
             run.lab.agents.on_change(job_changed)
-        except LabError:  # a store that keeps no agent jobs (PostgreSQL, for now): no agent panel
+        except LabError:  # a store that keeps no agent jobs (not a JobTables store): no agent panel
             pass
         self.refresh()
         watch(self)
