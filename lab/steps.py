@@ -176,7 +176,20 @@ class SuperSteps:
         self.failed(attempt=attempt, node_id=node_id, error=error)
 
     def step_aborted(self: Run, tasks: Sequence[Task], attempts: dict[int, int]) -> None:  # type: ignore[misc]
+        """The step was stopped in flight (a timeout, `cancel()`, Ctrl-C): the stop names `tasks[0]` (the
+        engine puts a task still running first); every other task of the step gets a `dropped` event in
+        the same write, so each `entered` attempt has exactly one settlement (its result, if it had one,
+        is discarded with the step: the run stays at its head)."""
         first = tasks[0] if tasks else None
+        why = "the run was cancelled" if self._cancel_requested else "the run timed out" if self._timed_out is not None else "the run was interrupted"
+        self._journal.stash.extend(  # written first in the stop's own write (Journal.write)
+            self._event_row(
+                "dropped", node_id=task.node_id, attempt=attempts[task.task_id], checkpoint_seq=self._head,
+                payload={"task": task.task_id, "step": self._next_cp, "reason": f"{why} while the step was in flight"},
+            )
+            for task in tasks[1:]
+            if task.task_id in attempts
+        )
         self.aborted(attempt=attempts.get(first.task_id, 0) if first else 0, node_id=first.node_id if first else "?")
 
     def after_step(self: Run, outcome: StepOutcome) -> bool:  # type: ignore[misc]
