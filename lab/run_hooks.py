@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_graph import EndMarker
 
 from .attempts import try_number
-from .errors import LabError
+from .errors import LabError, StoreError
 from .run_values import StepResult
 
 if TYPE_CHECKING:
@@ -29,7 +29,10 @@ __all__ = ("SerialHooks",)
 class SerialHooks:
     """`EngineHooks` for `Run`: entered, settled, failed, aborted; and a run stopped or cancelled at its head."""
 
-    def entered(self: Run, *, node_id: str) -> int:  # type: ignore[misc]
+    _held_station: tuple[int, str] | None = None
+    """The station whose held-back settlement a failed write dropped (it is then recorded failed)."""
+
+    def entered(self: Run, *, node_id: str) -> int | None:  # type: ignore[misc]
         attempt = self._journal.next_ev
         rows = [self._event_row("entered", node_id=node_id, attempt=attempt, checkpoint_seq=self._head)]
         if self._status != "running":
@@ -39,7 +42,13 @@ class SerialHooks:
         # kill mid-station leaves an `entered` without a settlement, and recovery marks the run
         # interrupted. In batch mode this one `os.write` also carries the settlements buffered
         # since, so a kill loses no settled boundary either; batch saves the settlement's own write.
-        self._write(rows, sync=True)
+        # In step mode it carries the previous station's settlement (see `settled`): one write.
+        try:
+            self._write(rows, sync=True)
+        except StoreError as exc:
+            if not self._settlement_refused(exc):
+                raise
+            return None
         self._unflushed = 0
         self._inflight_started = time.perf_counter()
         return attempt
@@ -71,11 +80,23 @@ class SerialHooks:
         ]
         if end is not None:
             rows.append(self._event_row("done", node_id=node_id, checkpoint_seq=seq, payload={"output": output_json}))
-        self._unflushed += 1
-        sync = self.durability == "step" or end is not None or self._unflushed >= self.batch_size
-        self._write(rows, sync=sync)
-        if sync:
-            self._unflushed = 0
+        journal = self._journal
+        if self.durability == "step" and end is None and self._between is None and not (journal.observers or journal.sinks):
+            # One write per boundary (issue 27 item 1): the settlement rides with the next station's
+            # `entered`, in one transaction that is written (and synced) before that station's code
+            # runs; when the engine stops instead it writes it alone (`flush_settled`) before anyone
+            # hears of the step. In between only the lab's bookkeeping runs (no user code, no await),
+            # so a kill there is a kill in this station, as before. Only while nobody listens: an
+            # observer or a stream hears of a settlement once it is written.
+            if self._fence:
+                self._check_fence()
+            journal.hold(rows, self._forget_settlement(attempt, node_id))
+        else:
+            self._unflushed += 1
+            sync = self.durability == "step" or end is not None or self._unflushed >= self.batch_size
+            self._write(rows, sync=sync)
+            if sync:
+                self._unflushed = 0
         self._state_json = state_json
         self._next_cp = seq + 1
         self._head = seq
@@ -88,6 +109,40 @@ class SerialHooks:
             self._output = end.value
             self._output_json = output_json
         self._last = StepResult(node_id, "done" if end is not None else "settled", seq, tuple(s.node_id for s in stations), self._output)
+
+    def _forget_settlement(self: Run, attempt: int, node_id: str) -> Callable[[], None]:  # type: ignore[misc]
+        """What puts the run back at its head of now, should the held settlement's write fail."""
+        head = (self._state_json, self._next_cp, self._head, self._pending, self._resume, dict(self._tries), self._status, self._last)
+
+        def forget() -> None:
+            self._state_json, self._next_cp, self._head, self._pending, self._resume, tries, self._status, self._last = head
+            self._tries.clear()
+            self._tries.update(tries)
+            self._restore_head_state()
+            self._held_station = (attempt, node_id)
+
+        return forget
+
+    def _settlement_refused(self: Run, exc: StoreError) -> bool:  # type: ignore[misc]
+        """A write that carried a held settlement failed: record its station failed (as when its own write
+        failed before). False when the failed write carried none."""
+        held, self._held_station = self._held_station, None
+        if held is None:
+            return False
+        self.failed(attempt=held[0], node_id=held[1], error=exc)
+        return True
+
+    def flush_settled(self: Run) -> bool:  # type: ignore[misc]
+        """The engine stops (or awaits): write a held settlement now. False if it was refused (recorded failed)."""
+        if not self._journal.stash:
+            return True
+        try:
+            self._write([], sync=True)
+        except StoreError as exc:
+            if not self._settlement_refused(exc):
+                raise
+            return False
+        return True
 
     def _warning_rows(self: Run, node_id: str, attempt: int) -> list[dict[str, Any]]:  # type: ignore[misc]
         """The station's `warn()` notes as `warning` events (they ride with its settlement)."""

@@ -28,7 +28,7 @@ log = logging.getLogger("lab.run")
 class Journal:
     """Event rows and writes of one run (`run.id`) to its lab's store."""
 
-    __slots__ = ("lab", "run_id", "next_ev", "stash", "observers", "sinks", "pending")
+    __slots__ = ("lab", "run_id", "next_ev", "stash", "undo", "observers", "sinks", "pending")
 
     def __init__(self, lab: Lab, run_id: str, next_ev: int):
         self.lab = lab
@@ -36,7 +36,9 @@ class Journal:
         self.next_ev = next_ev
         """The sequence number the run's next event gets."""
         self.stash: list[dict[str, Any]] = []
-        """Journal rows of a batch-durability `entered`, written with the station's settlement."""
+        """Rows held back to ride with the run's next write (a step settlement and the next `entered`)."""
+        self.undo: Callable[[], None] | None = None
+        """Called when the write that carried `stash` failed: the run forgets what the rows recorded."""
         self.observers: list[Callable[[EventRecord], None]] = []
         """`run.on_event` callbacks: each gets every written event."""
         self.sinks: list[Callable[[list[EventRecord]], None]] = []
@@ -82,10 +84,21 @@ class Journal:
             )
         return row
 
+    def hold(self, rows: list[dict[str, Any]], undo: Callable[[], None]) -> None:
+        """Keep `rows` for the run's next write (one transaction with it); `undo` if that write fails."""
+        self.stash.extend(rows)
+        self.undo = undo
+
     def write(self, rows: list[dict[str, Any]], *, sync: bool) -> None:
-        """Write `rows` as one journal transaction (through to disk when `sync`), then tell the listeners."""
+        """Write `rows` as one journal transaction (through to disk when `sync`), then tell the listeners.
+
+        Rows held back (`hold`) lead the transaction; if it fails they are dropped with it and
+        their `undo` is called, so the run's head goes back to what is written.
+        """
+        undo = None
         if self.stash:
             rows, self.stash = [*self.stash, *rows], []
+            undo, self.undo = self.undo, None
         try:
             self.lab.store.write(rows, sync=sync)
         except StoreError:
@@ -94,6 +107,8 @@ class Journal:
             if seqs:
                 self.next_ev = min(seqs)
                 self.pending = [e for e in self.pending if e.seq < self.next_ev]
+            if undo is not None:
+                undo()
             raise
         self.notify()
 

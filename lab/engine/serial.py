@@ -42,8 +42,12 @@ class Stop:
 class EngineHooks(Protocol):
     """What the engine reports; the run turns these into events and checkpoints."""
 
-    def entered(self, *, node_id: str) -> int:
-        """A station is about to run; returns the attempt number."""
+    def entered(self, *, node_id: str) -> int | None:
+        """A station is about to run; returns the attempt number.
+
+        None: the previous station's settlement, which rode with this write, was refused by the
+        store; that station is recorded failed at the head before it and the engine stops.
+        """
         ...
 
     def settled(self, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> None:
@@ -64,6 +68,13 @@ class EngineHooks(Protocol):
 
     def parked(self, *, attempt: int, node_id: str, signal: WaitSignal) -> None:
         """The station asked to wait (gate, `interrupt()`, capability); its partial work is dropped."""
+        ...
+
+    def flush_settled(self) -> bool:
+        """Write a settlement held back to ride with the next `entered` (the engine stops or awaits).
+
+        False: the store refused it; the station is recorded failed at the head before it.
+        """
         ...
 
     def before(self, *, node_id: str, first: bool) -> StationContext | None:
@@ -97,7 +108,7 @@ async def drive(
         raise UnsupportedTopologyError(
             f"the serial engine runs one station at a time; this checkpoint has {len(pending)} pending"
         )
-    settled = 0
+    settled = step = 0
     node = pending[0]
     node_id = node_id_of(node)
     try:
@@ -106,16 +117,14 @@ async def drive(
             fork_stack = graph_run.next_task[0].fork_stack
             request: list[GraphTaskRequest] | None = [GraphTaskRequest(node_id, request_input(node), fork_stack)]
             while True:
-                if max_steps is not None and settled >= max_steps:
-                    return Stop("paused", settled)
-                if settled and between is not None:
-                    await between()
-                if settled and should_pause():
-                    return Stop("paused", settled)
+                if stop := await _boundary(hooks, settled, step, max_steps, between, should_pause):
+                    return stop
                 context = hooks.before(node_id=node_id, first=request is not None)
                 if context is None:
                     return Stop("waiting", settled)
                 attempt = hooks.entered(node_id=node_id)
+                if attempt is None:  # the settlement it carried was refused: recorded failed
+                    return Stop("failed", settled - step)
                 token = station_context.set(context)  # the node's task copies it when it starts
                 seconds = timeouts.get(node_id) if timeouts else None
                 try:
@@ -139,6 +148,31 @@ async def drive(
                 node_id = nxt_id
     except _Leave as leave:  # a timed-out station: leaving the iterator cancels it (see _Leave)
         return leave.stop
+    finally:
+        hooks.flush_settled()  # whatever stopped the engine: no settlement is left held back
+
+
+async def _boundary(
+    hooks: EngineHooks,
+    settled: int,
+    step: int,
+    max_steps: int | None,
+    between: Callable[[], Awaitable[None]] | None,
+    should_pause: Callable[[], bool],
+) -> Stop | None:
+    """Between two stations: a stop (step bound, pause, a held settlement refused), or None to go on.
+
+    A stop writes the settlement held back for the next `entered` first; so does awaiting `between`.
+    """
+    if max_steps is not None and settled >= max_steps or settled and between is None and should_pause():
+        return Stop("paused", settled) if hooks.flush_settled() else Stop("failed", settled - step)
+    if settled and between is not None:
+        if not hooks.flush_settled():
+            return Stop("failed", settled - step)
+        await between()
+        if should_pause():
+            return Stop("paused", settled)
+    return None
 
 
 class _Leave(Exception):
