@@ -25,6 +25,7 @@ from .graph import LabGraph
 from .history import StoredRun
 from .limits import DEFAULT_STEP_LIMIT, check_step_limit
 from .manifest import Manifest
+from .peek import PeekedRun
 from .records import Durability, EventRecord, RunRecord, Status, WaitRecord
 from .retry import Retry, check_policies, check_timeouts
 from .run import Run
@@ -243,6 +244,11 @@ class Lab:
 
         For a run another notebook declared; `lab.resume(run_id)` once its graph is defined here."""
         return StoredRun(self.store, _run_id(run_id, "lab.read"))
+
+    def peek(self, run_id: str) -> PeekedRun:
+        """Get-state: `lab.read` plus next stations, state decoded when the graph is defined here;
+        writes nothing, claims nothing (lab/peek.py)."""
+        return PeekedRun(self.store, _run_id(run_id, "lab.peek"), self._graphs.get)
 
     def run(self, run_id: str) -> RunRecord:
         """The stored record of one run."""
