@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, overload
 from pydantic import BaseModel, ValidationError
 
 from .current import note_run
+from .cursors import check_cursors, decode_pending
 from .diff import StateDiff, diff_json
 from .engine.tasks import JoinAcc, node_id_of
 from .errors import CheckpointError, GraphDefinitionError, RunStateError, StateEditError
@@ -147,7 +148,7 @@ class TimeTravel:
             parent_seq=rec.parent_seq,
             status=rec.status,
             state=codec.decode_state(rec.state, run_id=self.id, seq=seq),
-            next=tuple(codec.decode_node(p, run_id=self.id, seq=seq) for p in rec.next),
+            next=tuple(decode_pending(self._built, rec)),
             output=codec.decode_output(rec.output, run_id=self.id) if rec.status == "done" else None,
             created_at=rec.created_at,
             events=events,
@@ -159,7 +160,7 @@ class TimeTravel:
             rec = self._record(seq)
             codec = self._built.codec
             state = codec.decode_state(rec.state, run_id=self.id, seq=seq)
-            pending = [codec.decode_node(p, run_id=self.id, seq=seq) for p in rec.next]
+            pending = decode_pending(self._built, rec)
             store = self.lab.store
             old_head = self._head
             abandoned = [s for s in store.branch(self.id, old_head) if s not in set(store.branch(self.id, seq))] if old_head is not None else []
@@ -263,6 +264,7 @@ class TimeTravel:
         rec = self._record(seq)
         target = self._fork_target(revision)
         codec = target.codec
+        check_cursors(target, rec)
         try:
             pending = [codec.decode_node(p, run_id=self.id, seq=seq) for p in rec.next]
         except CheckpointError as exc:

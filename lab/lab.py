@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import duckdb
 
 from .current import current_run, note_run
+from .cursors import decode_pending
 from .diff import StateDiff, diff_json
 from .errors import (
     ArgumentError,
@@ -296,7 +297,7 @@ class Lab:
                 seq=rec.head_seq,
             )
         state = codec.decode_state(head.state, run_id=run_id, seq=head.seq)
-        pending = [codec.decode_node(p, run_id=run_id, seq=head.seq) for p in head.next]
+        pending = decode_pending(built, head)
         next_cp, next_ev = self.store.next_seqs(run_id)
         wait = self.store.wait_at(run_id, head.seq) if head.status == "waiting" else None
         run = Run(

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .cursors import decode_pending
 from .history import StoredRun
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ class PeekedRun(StoredRun):
         built, _ = self._built(self.record)
         if built is None:
             return tuple(cp.next)
-        return tuple(built.codec.decode_node(p, run_id=self.id, seq=cp.seq) for p in cp.next)
+        return tuple(decode_pending(built, cp))
 
     def __repr__(self) -> str:
         rec = self.record

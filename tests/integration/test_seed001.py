@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ from pydantic_graph.join import reduce_list_append
 
 from lab import Budgets, Lab
 from lab.errors import ArgumentError, CheckpointError, WaitReentryError
+from lab.records import PendingStation
 from tests.conftest import Counter, Inc, declare_counter
 from tests.integration.gate_graphs import (
     Draft,
@@ -81,6 +83,35 @@ def test_two_different_journal_lines_under_one_id_fail_on_open(db_path):
         lab.close()  # the journal is kept, the file released
     with pytest.raises(CheckpointError, match="checkpoint 50"):
         Lab(db_path)
+
+def test_more_than_one_created_cursor_in_a_serial_snapshot_fails_explicitly(db_path):
+    """Seed 001: "Unknown nodes or node fields, duplicate snapshot ids, and multiple created cursors
+    fail explicitly." A serial checkpoint naming two next stations (two cursors) is refused where it
+    is decoded: rewind, fork, checkpoint(), peek's next, and resume in a new process; the store is
+    unchanged (no `resumed` event), and the error says what to do."""
+    lab = Lab(db_path)
+    run = declare_counter(lab).start(Inc(by=2), state=Counter())
+    run.step()
+    run.step()
+    store = lab.store
+    head = store.checkpoint(run.id, 2)
+    assert head is not None and len(head.next) == 1  # one cursor: the serial form
+    two = dataclasses.replace(head, seq=3, parent_seq=2, next=(head.next[0], PendingStation("Check", {"limit": 6})))
+    store.write([store.checkpoint_row(two), store.update_row(run.id, status="running", head_seq=3)], sync=True)
+    for refused in (lambda: run.rewind(3), lambda: run.fork(3), lambda: run.checkpoint(3), lambda: lab.peek(run.id).next):
+        with pytest.raises(CheckpointError, match=r"checkpoint 3: it names 2 next stations \(Inc, Check\).*created cursor"):
+            refused()
+    assert lab.peek(run.id).next_stations == ("Inc", "Check")  # reading the ids still works
+    events = lab.events(run.id)
+    lab.close()
+    again = Lab(db_path)
+    declare_counter(again)
+    with pytest.raises(CheckpointError, match=r"lab\.fork\(.*, seq\)\) or rewind"):
+        again.resume(run.id)
+    assert again.events(run.id) == events  # refused before anything was written or claimed
+    assert again.fork(run.id, 2).run().output == 6  # the earlier checkpoints stay forkable
+    again.close()
+
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
