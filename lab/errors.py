@@ -11,6 +11,7 @@ __all__ = (
     "LabError",
     "ArgumentError",
     "GraphDefinitionError",
+    "EntryStationError",
     "UnsupportedTopologyError",
     "StateContractError",
     "CheckpointValueError",
@@ -52,6 +53,10 @@ class ArgumentError(LabError, TypeError, ValueError):
 
 class GraphDefinitionError(LabError, TypeError):
     """A declared graph cannot be built: a node's return hint is missing or names no declared node."""
+
+
+class EntryStationError(GraphDefinitionError):
+    """A fresh run asked to start at a station other than the graph's declared entry (seed 001)."""
 
 
 class UnsupportedTopologyError(GraphDefinitionError):

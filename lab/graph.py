@@ -26,7 +26,7 @@ from .built import BuiltGraph, is_gate, qualname, start_run, station_kind
 from .codec import SnapshotCodec
 from .display_hooks import show
 from .engine.blocking import set_blocking
-from .errors import GraphDefinitionError, UnsupportedTopologyError
+from .errors import EntryStationError, GraphDefinitionError, UnsupportedTopologyError
 from .limits import DEFAULT_STEP_LIMIT, UNSET
 from .manifest import END, Manifest, Station, check_key, source_fingerprint
 from .records import Durability
@@ -98,6 +98,8 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         """Steps one `run.run()` call of this graph's new runs may take (None: no limit); see lab.limits."""
         self.retry_policies: dict[str, Retry] = {}
         self.node_timeouts: dict[str, float] = {}
+        self.entry: str | None = None
+        """The declared entry station (`@g.node(entry=True)`): fresh runs start there; None: any node."""
         self.model: str | None = None
         """"superstep": nodes return updates folded by field reducers (lab.engine.model); None: pydantic-graph's model."""
         self.reducers: dict[str, Any] = {}
@@ -125,10 +127,16 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
     def node(self, cls: N) -> N: ...
     @typing.overload
     def node(
-        self, *, retry: Retry | None = None, timeout: float | None = None, blocking: bool = False
+        self, *, retry: Retry | None = None, timeout: float | None = None, blocking: bool = False, entry: bool = False
     ) -> Callable[[N], N]: ...
     def node(
-        self, cls: Any = None, *, retry: Retry | None = None, timeout: float | None = None, blocking: bool = False
+        self,
+        cls: Any = None,
+        *,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+        blocking: bool = False,
+        entry: bool = False,
     ) -> Any:
         """Declare (or re-declare) a node class; use as a decorator above `@dataclass`.
 
@@ -137,9 +145,11 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         `blocking=True` runs it on a thread of its own, for a node that blocks its thread
         (`time.sleep`, a synchronous client): timeouts and `cancel()` still stop the run at once,
         and other runs keep stepping (lab.engine.blocking says what happens to the node).
+        `entry=True` makes it the graph's declared entry station: `g.start` refuses any other node
+        unless asked with `at_any_station=True` (seed 001; docs/seed-differences.md).
         """
         if cls is None:
-            return lambda c: self.node(c, retry=retry, timeout=timeout, blocking=blocking)
+            return lambda c: self.node(c, retry=retry, timeout=timeout, blocking=blocking, entry=entry)
         if not (inspect.isclass(cls) and issubclass(cls, BaseNode)):
             raise GraphDefinitionError(
                 f"{self.decorator} expects a BaseNode subclass, got {cls!r}; "
@@ -148,6 +158,10 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         node_id = cls.get_node_id()
         self.set_policy(node_id, retry=retry, timeout=timeout, where=f"@g.node({node_id})")
         set_blocking(cls, bool(blocking))
+        if entry:
+            self.entry = node_id
+        elif self.entry == node_id:  # its cell was re-run without entry=True
+            self.entry = None
         self._nodes[node_id] = cls
         self.changed()
         return cls
@@ -171,6 +185,8 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         """Drop a declared node, step or join by id, or an edge by `"edge " + key` (a cell that declared it was deleted)."""
         self.retry_policies.pop(node_id, None)
         self.node_timeouts.pop(node_id, None)
+        if self.entry == node_id:
+            self.entry = None
         if self._nodes.pop(node_id, None) is None and not self._decl.drop(node_id):
             raise GraphDefinitionError(
                 f"graph {self.name!r} has no node, step, join or edge {node_id!r}; it has {list(self.declarations())}"
@@ -238,8 +254,13 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         timeout: float | None = UNSET,
         parent: tuple[str, int | None] | None = None,
         tags: dict[str, Any] | None = None,
+        at_any_station: bool = False,
     ) -> Run:
         """Create a run that will begin at `node` and write its first checkpoint.
+
+        A graph with a declared entry (`@g.node(entry=True)`) starts only there, unless
+        `at_any_station=True` says a start elsewhere is meant (seed 001: "Fresh execution must
+        begin at the builder's declared entry station"); without one, any declared node starts.
 
         `breakpoints={"before": ["Send"], "after": ["Draft"]}` parks the run around those
         stations; `run.set_breakpoint` / `run.clear_breakpoint` change them later. A graph declared
@@ -266,6 +287,12 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             raise GraphDefinitionError(
                 f"the {node_id} passed to g.start is an older definition of the class; "
                 "re-run the cell that creates it after the cell that declares the node"
+            )
+        if self.entry is not None and node_id != self.entry and not at_any_station:
+            raise EntryStationError(
+                f"graph {self.name!r} declares {self.entry} as its entry station (@g.node(entry=True)), so a fresh "
+                f"run starts there (seed 001); to start at {node_id} on purpose pass "
+                f"g.start({node_id}(...), ..., at_any_station=True), or fork a stored checkpoint to continue mid-graph"
             )
         return start_run(
             self,
