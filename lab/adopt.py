@@ -134,6 +134,7 @@ class AdoptedGraph(Drawable, StationPolicies):
         timeout: float | None = UNSET,
         parent: tuple[str, int | None] | None = None,
         tags: dict[str, Any] | None = None,
+        total_step_limit: int | None = None,
     ) -> Run:
         """Create a run that begins at the graph's start node with `inputs` (as `Graph.run` does).
 
@@ -175,6 +176,7 @@ class AdoptedGraph(Drawable, StationPolicies):
             timeout=timeout,
             parent=parent,
             tags=tags,
+            total_step_limit=total_step_limit,
         )
 
     def __repr__(self) -> str:

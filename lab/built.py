@@ -81,17 +81,21 @@ def start_run(
     timeout: float | None = UNSET,
     parent: tuple[str, int | None] | None = None,
     tags: dict[str, Any] | None = None,
+    total_step_limit: int | None = None,
 ) -> Run:
     """Create a run of `g` (declared or adopted) at `entry`: default state, contract check, first checkpoint.
 
     `parent` is (run id, checkpoint) of the run whose station started this one as a subgraph.
+    `total_step_limit` caps the run's steps across every call (seed 002; lab.run_total).
     """
     if step_limit is UNSET:
         step_limit = getattr(g, "step_limit", DEFAULT_STEP_LIMIT)
     if timeout is UNSET:
         timeout = getattr(g, "timeout", None)
     limits = Limits(
-        step_limit=check_step_limit(step_limit, f"{g.name}.start"), timeout=check_timeout(timeout, f"{g.name}.start")
+        step_limit=check_step_limit(step_limit, f"{g.name}.start"),
+        timeout=check_timeout(timeout, f"{g.name}.start"),
+        total_step_limit=check_step_limit(total_step_limit, f"{g.name}.start(total_step_limit=...)"),
     )
     state_type = g.state_type
     if state is None and state_type not in (None, NoneType):

@@ -255,6 +255,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         parent: tuple[str, int | None] | None = None,
         tags: dict[str, Any] | None = None,
         at_any_station: bool = False,
+        total_step_limit: int | None = None,
     ) -> Run:
         """Create a run that will begin at `node` and write its first checkpoint.
 
@@ -267,6 +268,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
         with steps and edges starts at its start node with `inputs` (as `Graph.run(inputs=...)`).
         `step_limit` bounds each `run.run()` of this run (default: the graph's, 100; None: none);
         `timeout` (seconds) each call's time, after which the run fails with `RunTimeout` (default none).
+        `total_step_limit` caps the run's steps across all its calls (seed 002; default none).
         `tags` (JSON) ride in the run's `started` event, for SQL: `payload->'tags'` (a batch's id, say).
         """
         built = self.build()
@@ -277,6 +279,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             return start_run(
                 self, built, entry, state=state, deps=deps, durability=durability, batch_size=batch_size,
                 breakpoints=breakpoints, step_limit=step_limit, timeout=timeout, parent=parent, tags=tags,
+                total_step_limit=total_step_limit,
             )  # fmt: skip
         node_id = type(node).get_node_id() if isinstance(node, BaseNode) else None
         if node_id is None or node_id not in built.nodes:
@@ -307,6 +310,7 @@ class LabGraph(Drawable, StationPolicies, StepDeclaring):
             timeout=timeout,
             parent=parent,
             tags=tags,
+            total_step_limit=total_step_limit,
         )
 
     def _build_revision(self) -> BuiltGraph:

@@ -10,6 +10,11 @@ there. Retry tries of a station do not count (seed 003). The default is the seed
 notebook or test graph takes that many steps in one call, and a graph that loops forever stops
 instead of hanging the cell.
 
+Seed 002 caps *total* super-steps per run; the lab's `step_limit` caps each call (so a run can
+go on after reaching it, which a notebook wants), and a run started with
+`total_step_limit=N` is capped in total as well: its steps on the head's branch (lab.run_total)
+never pass N across calls, resumes and restarts (docs/seed-differences.md).
+
 A run keeps the limits it started with beside its counters in every checkpoint (only when they
 differ from the defaults, so an ordinary run writes nothing extra), so a resume after a
 restart keeps them.
@@ -65,16 +70,18 @@ def check_timeout(value: Any, where: str, what: str = "timeout") -> float | None
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """A run's bounds: steps per call and seconds per call (None: unbounded)."""
+    """A run's bounds: steps per call, seconds per call, steps in total (None: unbounded)."""
 
     step_limit: int | None = DEFAULT_STEP_LIMIT
     timeout: float | None = None
+    total_step_limit: int | None = None
 
     def to_json(self) -> dict[str, Any] | None:
         """What a run records beside its counters; None for the defaults (nothing extra is written)."""
         if self == Limits():
             return None
-        return {"step_limit": self.step_limit, "timeout": self.timeout}
+        data = {"step_limit": self.step_limit, "timeout": self.timeout}
+        return data if self.total_step_limit is None else {**data, "total_step_limit": self.total_step_limit}
 
     @classmethod
     def from_counters(cls, counters: dict[str, Any] | None) -> Limits:
@@ -82,4 +89,4 @@ class Limits:
         data = (counters or {}).get("limits")
         if not data:
             return cls()
-        return cls(data.get("step_limit"), data.get("timeout"))
+        return cls(data.get("step_limit"), data.get("timeout"), data.get("total_step_limit"))

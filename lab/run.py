@@ -30,6 +30,7 @@ from .retry import Retries
 from .run_driver import Driving
 from .run_hooks import SerialHooks
 from .run_ownership import Ownership
+from .run_total import TotalSteps
 from .run_values import Outcome, StepResult, new_run_id
 from .run_writes import Journal
 from .steps import SuperSteps
@@ -46,7 +47,7 @@ __all__ = ("Outcome", "Run", "StepResult", "new_run_id")
 log = logging.getLogger(__name__)
 
 
-class Run(Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperSteps, Retries, Rescues):
+class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperSteps, Retries, Rescues):
     """Step, run, retry or cancel one run; answer its waits; read its history and events."""
 
     def __init__(
@@ -417,7 +418,7 @@ class Run(Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperSteps, Retrie
             check_timeout(timeout, "run.step")
         if self._hand_off():  # called on another loop (the notebook's): driven on the lab's, watched there
             return await self._handed(self.astep(timeout=timeout, raise_on_failure=raise_on_failure), raise_on_failure) or self._last
-        await self._advance(max_steps=1, step_limit=UNSET, timeout=timeout)
+        await self._advance(max_steps=1, step_limit=self.call_step_limit(UNSET), timeout=timeout)
         self._raise_failure(raise_on_failure)
         assert self._last is not None
         return self._last
@@ -443,7 +444,7 @@ class Run(Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperSteps, Retrie
         if self._hand_off():  # called on another loop (the notebook's): driven on the lab's, watched there
             await self._handed(self.arun(max_steps, step_limit=step_limit, timeout=timeout, raise_on_failure=raise_on_failure), raise_on_failure)
             return self
-        await self._advance(max_steps=max_steps, step_limit=step_limit, timeout=timeout)
+        await self._advance(max_steps=max_steps, step_limit=self.call_step_limit(step_limit), timeout=timeout)
         self._raise_failure(raise_on_failure)
         return self
 
