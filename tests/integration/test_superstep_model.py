@@ -179,6 +179,34 @@ def test_under_fanout_and_always_a_sibling_never_observes_an_in_place_mutation(l
     assert run.state.log == [] and run.state.note == "read"  # the in-place mutation was on a copy
 
 
+@pytest.mark.parametrize("isolate", ["always", "fanout"])
+def test_under_always_a_lone_node_gets_a_copy(lab: Lab, isolate: str) -> None:
+    """Seed 002: ""always" — copy on every node. Safest, slowest." A step with one node in it gets a
+    copy of the state under "always" (its in-place mutation reaches neither the run's state nor the
+    next step); under "fanout" a lone node is not copied, so the same mutation shows."""
+    g = lab.graph(f"lone_{isolate}", state_type=Notes, deps_type=Calls, model="superstep", reducers=REDUCERS, isolate_state=isolate)
+
+    @g.step
+    async def solo(ctx: StepContext[Notes, Calls, None]) -> dict[str, Any]:
+        ctx.state.log.append("mutated in place")  # what seed 002 says not to do
+        return {"total": 1}
+
+    @g.step
+    async def after(ctx: StepContext[Notes, Calls, None]) -> dict[str, Any]:
+        ctx.deps.seen["after"] = list(ctx.state.log)
+        return {"note": "after"}
+
+    g.add(g.edge_from(g.start_node).to(solo), g.edge_from(solo).to(after), g.edge_from(after).to(g.end_node))
+    calls = Calls()
+    run = g.start(inputs=None, state=Notes(), deps=calls).run()
+    assert run.status == "done", run.error
+    assert run.state.total == 1 and run.state.note == "after"  # the returned updates are folded either way
+    if isolate == "always":
+        assert run.state.log == [] and calls.seen["after"] == []  # the mutation was on solo's copy
+    else:
+        assert run.state.log == ["mutated in place"] and calls.seen["after"] == ["mutated in place"]
+
+
 def test_under_never_the_nodes_share_one_object(lab: Lab) -> None:
     """Seed 002: ""never" — never copy. Fastest; you promise nodes don't mutate shared input in place." """
     calls = Calls()
