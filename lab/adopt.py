@@ -135,10 +135,13 @@ class AdoptedGraph(Drawable, StationPolicies):
         parent: tuple[str, int | None] | None = None,
         tags: dict[str, Any] | None = None,
         total_step_limit: int | None = None,
+        at_any_station: bool = True,
     ) -> Run:
         """Create a run that begins at the graph's start node with `inputs` (as `Graph.run` does).
 
-        Passing a `BaseNode` instance of the graph instead starts the run at that node. `tags`
+        Passing a `BaseNode` instance of the graph instead starts the run at that node: naming the
+        node is the request to start there, so `at_any_station` (accepted, as on a declared graph)
+        changes nothing (docs/seed-differences.md). `tags`
         (JSON) ride in the run's `started` event, as for a declared graph (`lab.map` tags a batch).
         """
         built = self.build()
