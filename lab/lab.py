@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType, NoneType
@@ -11,13 +10,11 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import duckdb
 
 from .current import current_run, note_run
-from .cursors import decode_pending
 from .diff import StateDiff, diff_json
 from .errors import (
     ArgumentError,
     CheckpointError,
     GraphDefinitionError,
-    RevisionMismatchError,
     RunOwnedError,
     RunStateError,
     StateEditError,
@@ -28,6 +25,8 @@ from .limits import DEFAULT_STEP_LIMIT, check_step_limit
 from .manifest import Manifest
 from .peek import PeekedRun
 from .records import Durability, EventRecord, RunRecord, Status, WaitRecord
+from .reducers import check_model_options
+from .reopen import fork_stored, open_stored, recover_interrupted
 from .retry import Retry, check_policies, check_timeouts
 from .run import Run
 from .run_list import RunList
@@ -149,7 +148,7 @@ class Lab:
         self._live: dict[str, Run] = self.store.live_runs
         self._providers: dict[str, Callable[[WaitRecord], Any]] = {}
         if not self.store.recovery_done:
-            self._recover_interrupted()
+            recover_interrupted(self.store)
             from .agents.board import recover_jobs
 
             recover_jobs(self)  # adopt what agent workers finished while no lab watched (docs/agents.md)
@@ -182,7 +181,7 @@ class Lab:
         at once (docs/run-control.md "The super-step model").
         """
         check_step_limit(step_limit, f"lab.graph({name!r})")
-        spec = _check_model(name, state_type, model, reducers, isolate_state, max_node_concurrency)
+        spec = check_model_options(name, state_type, model, reducers, isolate_state, max_node_concurrency)
         g = self._graphs.get(name)
         if g is None:
             g = self._graphs[name] = LabGraph(
@@ -274,57 +273,8 @@ class Lab:
         # Whether another live process advances the run, and taking it over if not, is one step for
         # every process on the store (docs/store.md "Who holds what, when").
         with self.store.held():
-            run = self._open_run(run_id, deps)
+            run = open_stored(self, run_id, deps)
         note_run(run)
-        return run
-
-    def _open_run(self, run_id: str, deps: Any) -> Run:
-        """A handle on a stored run: this process's to advance, or, when a live process advances it, to read."""
-        writer = self.store.writer(run_id)
-        rec = self.store.get_run(run_id)
-        g = self.graph_of(rec, "resume")
-        built = g.build()
-        if built.manifest.digest != rec.digest:
-            pinned = self.store.manifest(rec.graph_key, rec.revision)
-            raise RevisionMismatchError(self.mismatch_message(run_id, pinned, built.manifest))
-        codec = built.codec
-        head = self.store.checkpoint(run_id, rec.head_seq) if rec.head_seq is not None else None
-        if head is None:
-            raise CheckpointError(
-                "the run's head checkpoint is missing from the store; fork the run from an earlier checkpoint "
-                "(lab.fork(run_id, seq)), or restore the store file from a backup",
-                run_id=run_id,
-                seq=rec.head_seq,
-            )
-        state = codec.decode_state(head.state, run_id=run_id, seq=head.seq)
-        pending = decode_pending(built, head)
-        next_cp, next_ev = self.store.next_seqs(run_id)
-        wait = self.store.wait_at(run_id, head.seq) if head.status == "waiting" else None
-        run = Run(
-            self,
-            g,
-            built,
-            rec,
-            state=state,
-            deps=deps,
-            pending=pending,
-            state_json=head.state,
-            next_cp=next_cp,
-            next_ev=next_ev,
-            batch_size=self.batch_size,
-            wait=wait,
-            counters=head.counters,
-        )
-        if head.status == "waiting":
-            several = [w for w in self.store.waits(run_id) if w.checkpoint_seq == head.seq]
-            if len(several) > 1:  # parallel branches parked in one step
-                run.set_head_waits(several)
-        if writer is not None:
-            run.advanced_by(writer)
-            return run
-        self.store.claim(run_id)
-        run.record_resumed(rec.status)
-        self._live[run_id] = run
         return run
 
     def fork(
@@ -340,34 +290,7 @@ class Lab:
         if live is not None:
             return live.fork(seq, state=state, revision=revision)
         with self.store.held():
-            return self._fork_stored(run_id, seq, state, revision, deps)
-
-    def _fork_stored(self, run_id: str, seq: int | None, state: Any, revision: int | str | None, deps: Any) -> Run:
-        writer = self.store.writer(run_id)
-        rec = self.store.get_run(run_id)
-        g = self.graph_of(rec, "fork")
-        built = g.build()
-        if built.manifest.digest != rec.digest and revision not in ("current", built.revision):
-            pinned = self.store.manifest(rec.graph_key, rec.revision)
-            raise RevisionMismatchError(self.mismatch_message(run_id, pinned, built.manifest))
-        next_cp, next_ev = self.store.next_seqs(run_id)
-        # a private handle, only to fork from: neither its head nor its output is decoded
-        parent = Run(
-            self,
-            g,
-            built,
-            dataclasses.replace(rec, status="created", output=None),
-            state=None,
-            deps=deps,
-            pending=[],
-            state_json=None,
-            next_cp=next_cp,
-            next_ev=next_ev,
-            batch_size=self.batch_size,
-        )
-        if writer is not None:  # a run another process advances gains no `fork` event from here
-            parent.advanced_by(writer)
-        return parent.fork(seq, state=state, revision=revision)
+            return fork_stored(self, run_id, seq, state, revision, deps)
 
     def workflow(self, source: Any, *, workers: dict[str, Callable[..., Any]] | None = None) -> WorkflowGraph:
         """A declarative workflow (seed 004) from a YAML/JSON file path or a dict, compiled onto the engine.
@@ -612,77 +535,5 @@ class Lab:
             "definition to continue it."
         )
 
-    def _recover_interrupted(self) -> None:
-        """Runs left `running` by a dead process: an attempt in flight becomes `interrupted`.
-
-        It never guesses a replay (seed 001): the station runs again only after `resume()`.
-        """
-        store = self.store
-        with store.held():  # one process at a time marks what the gone ones left
-            for listed in store.list_runs(status="running"):
-                if store.abandoned(listed.run_id):  # no live process writes it
-                    rec = store.get_run(listed.run_id)  # as its writer left it (issue 24 item 2), not as listed
-                    if rec.status == "running":
-                        self._interrupt_left(rec)
-
-    def _interrupt_left(self, rec: RunRecord) -> None:
-        """Mark `rec` interrupted when its writer died with a station in flight.
-
-        Every attempt in flight gets its `interrupted` event: a super-step has one per task. An
-        attempt left open by an earlier stop (a timeout or cancel names one task of its step) was
-        not in flight when the process died: only attempts entered after the last stop count.
-        """
-        store = self.store
-        events = store.events(rec.run_id)
-        open_attempts: dict[int, EventRecord] = {}
-        last_stop = -1
-        for ev in events:
-            if ev.kind in ("failed", "interrupted", "cancelled"):
-                last_stop = ev.seq
-            if ev.kind == "entered" and ev.attempt is not None:
-                open_attempts[ev.attempt] = ev
-            elif ev.kind in ("settled", "failed", "interrupted", "cancelled", "waiting", "dropped", "retry") and ev.attempt is not None:
-                open_attempts.pop(ev.attempt, None)
-        open_attempts = {a: ev for a, ev in open_attempts.items() if ev.seq > last_stop}
-        if not open_attempts:
-            return
-        seq = (events[-1].seq + 1) if events else 0
-        rows = []
-        for i, (attempt, entered) in enumerate(sorted(open_attempts.items())):
-            task = {"task": entered.payload["task"]} if "task" in entered.payload else {}
-            ev = EventRecord(
-                run_id=rec.run_id,
-                seq=seq + i,
-                kind="interrupted",
-                node_id=entered.node_id,
-                attempt=attempt,
-                checkpoint_seq=rec.head_seq,
-                payload={"reason": "the process died while the station was in flight", **task},
-            )
-            rows.append(store.event_row(ev))
-        store.write([*rows, store.update_row(rec.run_id, status="interrupted", head_seq=rec.head_seq)])
-
     def __repr__(self) -> str:
         return f"<Lab {redact(self.path)} graphs={list(self._graphs)}>"
-
-
-def _check_model(
-    name: str, state_type: Any, model: Any, reducers: Any, isolate_state: Any, max_node_concurrency: Any
-) -> tuple[str | None, dict[str, Any], str, int | None]:
-    """`lab.graph`'s super-step model options, checked (seed 002/003); what to fix when one is wrong."""
-    from .reducers import check_reducers
-
-    where = f"lab.graph({name!r})"
-    if model not in (None, "superstep"):
-        raise ArgumentError(f"{where}: model={model!r}; use model='superstep' (nodes return updates folded by reducers) or leave it out")
-    if isolate_state not in ("fanout", "always", "never"):
-        raise ArgumentError(f"{where}: isolate_state={isolate_state!r}; use 'fanout' (the default), 'always' or 'never'")
-    if max_node_concurrency is not None and (
-        isinstance(max_node_concurrency, bool) or not isinstance(max_node_concurrency, int) or max_node_concurrency < 1
-    ):
-        raise ArgumentError(f"{where}: max_node_concurrency={max_node_concurrency!r}; give a whole number of at least 1, or None for no bound")
-    if model is None and (reducers or isolate_state != "fanout" or max_node_concurrency is not None):
-        raise ArgumentError(
-            f"{where}: reducers, isolate_state and max_node_concurrency belong to the super-step model; add model='superstep'"
-        )
-    return model, check_reducers(reducers, state_type, where), isolate_state, max_node_concurrency

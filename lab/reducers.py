@@ -94,3 +94,23 @@ def check_reducers(reducers: Any, state_type: Any, where: str) -> dict[str, Redu
             )
         out[name] = reducer
     return out
+
+
+def check_model_options(
+    name: str, state_type: Any, model: Any, reducers: Any, isolate_state: Any, max_node_concurrency: Any
+) -> tuple[str | None, dict[str, Any], str, int | None]:
+    """`lab.graph`'s super-step model options, checked (seed 002/003); what to fix when one is wrong."""
+    where = f"lab.graph({name!r})"
+    if model not in (None, "superstep"):
+        raise ArgumentError(f"{where}: model={model!r}; use model='superstep' (nodes return updates folded by reducers) or leave it out")
+    if isolate_state not in ("fanout", "always", "never"):
+        raise ArgumentError(f"{where}: isolate_state={isolate_state!r}; use 'fanout' (the default), 'always' or 'never'")
+    if max_node_concurrency is not None and (
+        isinstance(max_node_concurrency, bool) or not isinstance(max_node_concurrency, int) or max_node_concurrency < 1
+    ):
+        raise ArgumentError(f"{where}: max_node_concurrency={max_node_concurrency!r}; give a whole number of at least 1, or None for no bound")
+    if model is None and (reducers or isolate_state != "fanout" or max_node_concurrency is not None):
+        raise ArgumentError(
+            f"{where}: reducers, isolate_state and max_node_concurrency belong to the super-step model; add model='superstep'"
+        )
+    return model, check_reducers(reducers, state_type, where), isolate_state, max_node_concurrency
