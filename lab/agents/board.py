@@ -25,11 +25,13 @@ from ..engine.loop import lab_loop, run_sync
 from ..errors import RunStateError
 from ..records import JobRecord, WaitRecord
 from ..store.jobs import JobTables
-from .errors import AgentJobStateError, AgentRequestConflict, AgentResultError, AgentRuntimeError
+from .errors import AgentJobStateError, AgentRequestConflict, AgentRuntimeError
 from .files import JobFiles, alive, process_identity
 from .folders import jobs_folder
 from .job import AgentJob
 from .lifecycle import LIVE, TERMINALS, allowed_from, request_digest, request_id_for
+from .node import check_result
+from .observations import Observations
 from .outcomes import error_json
 from .ownership import follow_row, owner_of, runner_state
 
@@ -178,8 +180,8 @@ class AgentBoard:
             )
         self._notify(request_id)
         if inserted and start:
-            self.admit(request_id)
-        return AgentJob(self, request_id)
+            self.admit(request_id, rec)
+        return AgentJob(self, request_id, rec if not start else None)
 
     def job(self, request_id: str) -> AgentJob:
         if self.store.job(request_id) is None:
@@ -215,15 +217,16 @@ class AgentBoard:
 
     def deliver(
         self, request_id: str, status: str, *, output: Any = None, error: dict[str, Any] | None = None,
-        usage: dict[str, Any] | None = None, by: str = "runner",
+        usage: dict[str, Any] | None = None, by: str = "runner", seen: list[tuple[str, dict[str, Any]]] | None = None,
     ) -> bool:  # fmt: skip
         """Record a terminal for a job. The first admitted terminal wins; a later one is kept as an
-        `inert` event and never applied. Returns True if this one won."""
+        `inert` event and never applied. Returns True if this one won. `seen`: observations not
+        yet recorded, written first in the same transaction."""
         if status not in TERMINALS:
             raise AgentJobStateError(f"{status!r} is not a terminal; a job ends {', '.join(sorted(TERMINALS))}")
         applied = self.store.transition_job(
             request_id, status, allowed_from=allowed_from(status), terminal=True,
-            output=output, error=error, usage=usage, payload={"by": by},
+            output=output, error=error, usage=usage, payload={"by": by}, observations=seen or (),
         )  # fmt: skip
         with self._lock:
             done = self._done.get(request_id)
@@ -250,13 +253,10 @@ class AgentBoard:
         from ..waits import task_of
 
         rid = request_id_for(run.id, wait.checkpoint_seq, task_of(wait.owner))
-        self.submit(
+        return self.submit(
             rid, runtime, request, run_id=run.id, node_id=wait.node_id, wait_owner=wait.owner,
             checkpoint_seq=wait.checkpoint_seq, start=False,
-        )  # fmt: skip
-        rec = self.store.job(rid)
-        assert rec is not None
-        return rec
+        ).known or self.store.job(rid)  # type: ignore[return-value]  # fmt: skip
 
     def current(self, wait: WaitRecord) -> JobRecord | None:
         """The job that answers `wait` now: its latest (a retry replaces a LOST one)."""
@@ -288,7 +288,7 @@ class AgentBoard:
         rid = rec.request_id
         if not rec.terminal:
             if rec.status == "QUEUED":
-                self.admit(rid)  # parked, never submitted (the process stopped in between)
+                self.admit(rid, rec)  # parked, never submitted (the process stopped in between)
             elif rid not in self._tasks:
                 self.recover_one(rec)
             try:
@@ -385,32 +385,10 @@ class AgentBoard:
 
         rec = self._lost(request_id, "provide a result for")
         output = to_jsonable_python(result)
-        self._check_result(rec, output)
+        check_result(self.store.live_runs.get(rec.run_id or ""), rec, output)
         self._record(request_id, "provided", {"by": "person", "output": output, "note": note})
         self._answer_wait(rec, "provide", output=output)
         return AgentJob(self, request_id)
-
-    def _check_result(self, rec: JobRecord, output: Any) -> None:
-        """A result given by hand must fit the station's result type before it answers the wait."""
-        from pydantic import TypeAdapter, ValidationError
-
-        from .node import result_type_of
-
-        run = self.store.live_runs.get(rec.run_id or "")
-        cls = run.built.nodes.get(rec.node_id) if run is not None else None
-        if cls is None:
-            return
-        rtype = result_type_of(cls)
-        if rtype is Any:
-            return
-        try:
-            TypeAdapter(rtype).validate_python(output)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise AgentResultError(
-                f"the result for {rec.node_id} does not fit its result type {getattr(rtype, '__qualname__', rtype)}: "
-                f"{first.get('msg')} at {list(first.get('loc', ()))}; nothing was recorded, give a result of that shape"
-            ) from None
 
     def _lost(self, request_id: str, action: str) -> JobRecord:
         rec = self.store.job(request_id)
@@ -456,20 +434,37 @@ class AgentBoard:
 
     # -- runners ---------------------------------------------------------------------------------
 
-    def admit(self, request_id: str) -> None:
-        """QUEUED -> ADMITTED, then start the job where its runtime runs."""
-        rec = self.store.job(request_id)
+    def admit(self, request_id: str, rec: JobRecord | None = None) -> None:
+        """QUEUED -> ADMITTED, then start the job where its runtime runs.
+
+        In this process (a `task` runtime) the agent is loaded first and the job goes on to
+        RUNNING in the same transaction: one commit, each transition still its own event.
+        """
+        rec = rec or self.store.job(request_id)
         assert rec is not None
         rt = self.runtime(rec.runtime)
         files = JobFiles(os.path.join(self.folder, request_id))
         worker: dict[str, Any] = {"admitted_by": process_identity()}  # who owns it until a runner reports
         if rt.runner == "subprocess":
             worker["folder"] = str(files.folder)
-        if not self._move(request_id, "ADMITTED", worker=worker):
-            return  # someone else admitted it
-        self.completion(request_id)
-        coro = self._run_task(rec, rt) if rt.runner == "task" else self._run_worker(rec, rt, files)
-        self._start(request_id, coro)
+        moves: list[tuple[str, tuple[str, ...], bool, None, dict[str, Any]]] = [("ADMITTED", allowed_from("ADMITTED"), False, None, {"worker": worker})]
+        if rt.runner == "task":
+            moves.append(("PREPARING", allowed_from("PREPARING"), False, None, {"worker": process_identity()}))
+            try:
+                agent = rt.load()
+            except Exception as exc:
+                if self.store.advance_job(request_id, moves) == len(moves):
+                    self.deliver(request_id, "FAILED", error=error_json(exc))
+                self._notify(request_id)
+                return
+            moves.append(("RUNNING", allowed_from("RUNNING"), False, None, {}))
+        applied = self.store.advance_job(request_id, moves)
+        self._notify(request_id)
+        if applied < len(moves):
+            return  # someone else admitted it (or ended it meanwhile)
+        with self._lock:
+            self._done.setdefault(request_id, concurrent.futures.Future())
+        self._start(request_id, self._run_task(rec, agent) if rt.runner == "task" else self._run_worker(rec, rt, files))
 
     def _start(self, request_id: str, coro: Any) -> None:
         loop = lab_loop()
@@ -484,31 +479,29 @@ class AgentBoard:
             loop.call_soon_threadsafe(lambda: (start(), ready.set()))
             ready.wait()
 
-    async def _run_task(self, rec: JobRecord, rt: Runtime) -> None:
+    async def _run_task(self, rec: JobRecord, agent: Any) -> None:
         from .runtime import run_request
 
         rid = rec.request_id
+        seen = Observations(lambda items: self._record_many(rid, items))
         try:
-            self._move(rid, "PREPARING", worker=process_identity())
-            agent = rt.load()
-            self._move(rid, "RUNNING")
-            coro = run_request(agent, rec.request, lambda items: self._record_many(rid, items))
+            coro = run_request(agent, rec.request, seen.emit)
             timeout = rec.request.get("timeout")
             try:
                 output, usage = await (asyncio.wait_for(coro, timeout) if timeout else coro)
             except TimeoutError:
-                self.deliver(rid, "TIMED_OUT", error={"message": f"the agent ran longer than {timeout} s"})
+                self.deliver(rid, "TIMED_OUT", error={"message": f"the agent ran longer than {timeout} s"}, seen=seen.take())
                 return
-            self.deliver(rid, "SUCCEEDED", output=output, usage=usage)
+            self.deliver(rid, "SUCCEEDED", output=output, usage=usage, seen=seen.take())
         except asyncio.CancelledError:
             if rid not in self._cancelling and not self.store.closed:
-                self.deliver(rid, "CANCELLED", error={"message": "the agent task was cancelled"})
+                self.deliver(rid, "CANCELLED", error={"message": "the agent task was cancelled"}, seen=seen.take())
             raise
         except Exception as exc:
             if self.store.closed:  # the lab closed under the job: the next Lab() records it LOST
                 log.warning("agent job %s ended after its lab closed; its outcome was not recorded", rid)
                 return
-            self.deliver(rid, "FAILED", error=error_json(exc))
+            self.deliver(rid, "FAILED", error=error_json(exc), seen=seen.take())
         finally:
             self._tasks.pop(rid, None)
 

@@ -20,9 +20,11 @@ __all__ = ("AgentJob",)
 class AgentJob:
     """A delegated request's job: status, messages, tokens, result; retry / cancel / provide when LOST."""
 
-    def __init__(self, board: AgentBoard, request_id: str):
+    def __init__(self, board: AgentBoard, request_id: str, known: JobRecord | None = None):
         self._board = board
         self.request_id = request_id
+        self.known = known
+        """The record as it was when this handle was made, if the maker had it (`record` reads it anew)."""
 
     @property
     def record(self) -> JobRecord:

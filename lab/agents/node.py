@@ -214,3 +214,24 @@ def _run_for(route: Any) -> Any:
     fn.__module__ = route.__module__
     fn.__annotations__ = {"return": getattr(route, "__annotations__", {}).get("return", Any)}
     return fn
+
+
+def check_result(run: Any, rec: Any, output: Any) -> None:
+    """A result given by hand (`job.provide`) must fit the station's result type before it answers the wait.
+
+    `run` is the live handle of the job's run in this process, or None (nothing to check against).
+    """
+    cls = run.built.nodes.get(rec.node_id) if run is not None else None
+    if cls is None:
+        return
+    rtype = result_type_of(cls)
+    if rtype is Any:
+        return
+    try:
+        TypeAdapter(rtype).validate_python(output)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise AgentResultError(
+            f"the result for {rec.node_id} does not fit its result type {getattr(rtype, '__qualname__', rtype)}: "
+            f"{first.get('msg')} at {list(first.get('loc', ()))}; nothing was recorded, give a result of that shape"
+        ) from None

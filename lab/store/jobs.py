@@ -14,6 +14,7 @@ before an update is the one the update sees.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
@@ -77,9 +78,9 @@ class JobTables:
                     _dump(job.error), _dump(job.usage), _dump(job.worker), now, now, None,
                 ],  # fmt: skip
             )
-            self._job_event(con, job.request_id, "transition", None, job.status, {"runtime": job.runtime, "runner": job.runner}, now)
-            row = con.execute(sql(q.JOB), [job.request_id]).fetchone()
-        return self._job_record(row), True
+            first = {"runtime": job.runtime, "runner": job.runner}  # a new job's first event: seq 0
+            con.execute(sql(q.job_events_insert(1)), [job.request_id, 0, "transition", None, job.status, json.dumps(first), now])
+        return dataclasses.replace(job, created_at=now, updated_at=now, ended_at=None), True
 
     def transition_job(
         self,
@@ -89,35 +90,75 @@ class JobTables:
         allowed_from: Sequence[str],
         terminal: bool = False,
         payload: dict[str, Any] | None = None,
+        observations: Sequence[tuple[str, dict[str, Any]]] = (),
         **fields: Any,
     ) -> bool:
         """Move a job to `to` if it is in one of `allowed_from`, with its event, in one transaction.
 
         `fields` (output, error, usage, worker) are set with it. When the job is elsewhere (a
         terminal already won), nothing is applied and an `inert` event keeps what arrived.
-        Returns True when applied.
+        `observations` (agent messages and usage not yet recorded) are appended first, in the same
+        transaction: a job's last observations ride with its terminal. Returns True when applied.
         """
-        unknown = set(fields) - SETTABLE
-        if unknown:
-            raise ValueError(f"transition_job cannot set {sorted(unknown)}; it sets {sorted(SETTABLE)}")
+        return self.advance_job(request_id, [(to, allowed_from, terminal, payload, fields)], observations=observations) == 1
+
+    def advance_job(
+        self,
+        request_id: str,
+        moves: Sequence[tuple[str, Sequence[str], bool, dict[str, Any] | None, dict[str, Any]]],
+        *,
+        observations: Sequence[tuple[str, dict[str, Any]]] = (),
+    ) -> int:
+        """Apply `moves` (`(to, allowed_from, terminal, payload, fields)` each, as `transition_job`) in
+        order, in ONE transaction; stop at the first that does not apply (its `inert` event kept).
+
+        One commit instead of one per move: a job run in this process goes QUEUED -> ADMITTED ->
+        PREPARING -> RUNNING at once, every transition still an event of its own (issue 27 item 4).
+        Returns how many moves applied.
+        """
+        for _to, _from, _terminal, _payload, fields in moves:
+            unknown = set(fields) - SETTABLE
+            if unknown:
+                raise ValueError(f"transition_job cannot set {sorted(unknown)}; it sets {sorted(SETTABLE)}")
         now = _now()
+        sql = self._job_sql
         with self._job_tx(request_id) as con:
-            before = con.execute(self._job_sql(q.JOB_STATUS), [request_id]).fetchone()
-            if before is None:
+            found = con.execute(sql(q.JOB_STATUS), [request_id]).fetchone()
+            if found is None:
                 raise StoreError(f"no agent job {request_id!r} in the store; lab.agents.jobs() lists them")
-            args: list[Any] = [to, now, *(_dump(v) for v in fields.values())]
-            if terminal:
-                args.append(now)
-            applied = con.execute(
-                self._job_sql(q.job_transition(list(fields), ended=terminal)), [*args, request_id, list(allowed_from)]
-            ).fetchall()
-            body = dict(payload or {})
-            if applied:
-                self._job_event(con, request_id, "transition", before[0], to, body, now)
-            else:
-                body.update({k: v for k, v in fields.items() if v is not None})
-                self._job_event(con, request_id, "inert", before[0], to, body, now)
-        return bool(applied)
+            before = status = found[0]
+            events = [(kind, None, None, payload) for kind, payload in observations if not self._line_seen(con, request_id, payload)]
+            fields: dict[str, Any] = {}
+            ended = False
+            applied = 0
+            for to, allowed, terminal, payload, moved in moves:
+                body = dict(payload or {})
+                if status not in allowed:  # a terminal won already: what arrived is kept, never applied
+                    body.update({k: v for k, v in moved.items() if v is not None})
+                    events.append(("inert", status, to, body))
+                    break
+                events.append(("transition", status, to, body))
+                fields.update(moved)
+                ended = ended or terminal
+                status = to
+                applied += 1
+            if applied:  # one UPDATE to where the moves lead, guarded by where they started
+                args: list[Any] = [status, now, *(_dump(v) for v in fields.values())]
+                if ended:
+                    args.append(now)
+                con.execute(sql(q.job_transition(list(fields), ended=ended)), [*args, request_id, [before]]).fetchall()
+            if events:
+                first = con.execute(sql(q.JOB_NEXT_EVENT), [request_id]).fetchone()[0]
+                params: list[Any] = []
+                for i, (kind, from_status, to_status, payload) in enumerate(events):
+                    params += [request_id, first + i, kind, from_status, to_status, json.dumps(payload), now]
+                con.execute(sql(q.job_events_insert(len(events))), params)
+        return applied
+
+    def _line_seen(self, con: Any, request_id: str, payload: dict[str, Any]) -> bool:
+        """An observation read from a worker's progress file (it carries its `line`) already recorded
+        (another process following the same worker)."""
+        return "line" in payload and con.execute(self._job_sql(q.JOB_LINE_SEEN), [request_id, payload["line"]]).fetchone() is not None
 
     def add_job_events(self, request_id: str, events: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """Append observations of a running job (agent messages, usage); they never change its status.
@@ -126,14 +167,7 @@ class JobTables:
         (another process following the same worker) is not recorded twice."""
         if not events:
             return
-        now = _now()
-        with self._job_tx(request_id) as con:
-            for kind, payload in events:
-                if "line" in payload and con.execute(
-                    self._job_sql(q.JOB_LINE_SEEN), [request_id, payload["line"]]
-                ).fetchone():
-                    continue
-                self._job_event(con, request_id, kind, None, None, payload, now)
+        self.advance_job(request_id, [], observations=events)
 
     def job(self, request_id: str) -> JobRecord | None:
         with self._jobs_reading() as con:

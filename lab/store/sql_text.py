@@ -19,7 +19,7 @@ __all__ = (
     "GRAPH_REVISION", "GRAPH_NEXT_REVISION", "GRAPH_INSERT", "MANIFEST",
     "SCHEMA_VERSION_READ", "META_COLUMNS", "list_runs",
     "JOB_COLS", "JOB_EVENT_COLS", "JOB", "JOB_STATUS", "JOB_INSERT", "JOBS", "JOB_EVENTS", "JOB_EVENT_INSERT",
-    "JOB_LINE_SEEN", "job_transition", "list_jobs",
+    "JOB_LINE_SEEN", "JOB_NEXT_EVENT", "job_events_insert", "job_transition", "list_jobs",
 )  # fmt: skip
 
 RUN_COLS = (
@@ -119,6 +119,16 @@ JOB_EVENT_INSERT = (
     "CAST(? AS VARCHAR), {json}, CAST(? AS TIMESTAMP) FROM job_events WHERE request_id = ?"
 )
 """A job's next event, numbered from its stored ones (the caller holds the job: see `jobs.py`)."""
+JOB_NEXT_EVENT = "SELECT coalesce(max(seq), -1) + 1 FROM job_events WHERE request_id = ?"
+"""The seq a job's next event gets (the caller holds the job)."""
+
+
+def job_events_insert(n: int) -> str:
+    """`n` events of one job in one statement, their seqs given (from `JOB_NEXT_EVENT`)."""
+    row = "(?, ?, ?, ?, ?, {json}, ?)"
+    return f"INSERT INTO job_events ({JOB_EVENT_COLS}) VALUES " + ", ".join([row] * n)
+
+
 JOB_LINE_SEEN = "SELECT 1 FROM job_events WHERE request_id = ? AND CAST(payload->>'line' AS BIGINT) = ?"
 """Whether a worker's progress line is already recorded for this job."""
 
