@@ -1,0 +1,93 @@
+"""An in-process agent job costs few job-table commits, and still records every transition and,
+while it runs, what it observed (issue 27 item 4: a delegated station close to the agent's own time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+
+from .graphs import declare
+
+
+def _until(cond, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.02)
+
+
+def test_a_job_in_this_process_takes_three_commits_and_keeps_every_transition(lab, monkeypatch):
+    """QUEUED (before the park), then ADMITTED, PREPARING and RUNNING in one commit, then the terminal
+    with the agent's messages: three job transactions, each transition still an event of its own."""
+    store = lab.store
+    opened = []
+    tx = type(store)._job_tx
+
+    @contextlib.contextmanager
+    def counted(self, request_id):
+        opened.append(request_id)
+        with tx(self, request_id) as con:
+            yield con
+
+    monkeypatch.setattr(type(store), "_job_tx", counted)
+    run = declare(lab).start(lab.graphs["essay"].nodes["Outline"]())
+    run.run()
+    assert run.status == "done"
+    rid = run.job.request_id
+    assert opened == [rid, rid, rid]
+    events = store.job_events(rid)
+    moves = [(e.from_status, e.to_status) for e in events if e.kind == "transition"]
+    assert moves == [
+        (None, "QUEUED"), ("QUEUED", "ADMITTED"), ("ADMITTED", "PREPARING"), ("PREPARING", "RUNNING"), ("RUNNING", "SUCCEEDED")
+    ]
+    assert [e.seq for e in events] == list(range(len(events)))  # gap-free
+    kinds = [e.kind for e in events]
+    assert kinds.index("message") < kinds.index("usage") < len(kinds) - 1  # observations before the terminal
+    assert run.job.record.worker["pid"] > 0  # who runs it: this process
+
+
+def _stalling_agent(release):
+    """An agent whose first round calls a tool that waits for `release` (a file), then answers."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from .agent_defs import Plan
+
+    def model(messages, info):
+        if len(messages) == 1:
+            return ModelResponse(parts=[TextPart("Waiting for the data."), ToolCallPart("fetch", {})])
+        return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"title": "Late", "points": ["data"]})])
+
+    agent = Agent(FunctionModel(model), output_type=Plan, name="stalling")
+
+    @agent.tool_plain
+    async def fetch() -> str:
+        deadline = time.monotonic() + 120
+        while not release.exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        return "the data"
+
+    return agent
+
+
+def test_a_running_jobs_messages_are_recorded_before_it_ends(lab, release):
+    """The agent's messages are held at most 50 ms: a person sees its first round (text and a tool call)
+    while the tool still works, not only with the job's terminal."""
+    lab.agents.register("stalling", _stalling_agent(release))
+    run = declare(lab, runtime="stalling", name="stalling").start(lab.graphs["stalling"].nodes["Outline"]())
+    t = threading.Thread(target=run.run)
+    t.start()
+    try:
+        _until(lambda: run.job is not None and any(e.kind == "message" for e in lab.store.job_events(run.job.request_id)))
+        assert run.job.status == "RUNNING"  # still at work: the messages did not wait for the terminal
+        parts = [p for m in run.job.messages() for p in m["parts"]]
+        assert any(p.get("content") == "Waiting for the data." for p in parts)
+    finally:
+        release.touch()
+        t.join(120)
+    assert run.status == "done" and run.output is not None
