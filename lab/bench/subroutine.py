@@ -150,14 +150,14 @@ def measure(visits: int = 20, runs: int = 30, workflow: int = 2) -> dict[str, fl
             here, there = declare_callers(lab)
             samples = []
             for _ in range(runs):
-                run = g.start(Work(), state=Loop(limit=visits))
+                run = g.start(Work(), state=Loop(limit=visits), step_limit=visits + 10)
                 t = time.perf_counter()
                 run.run()
                 samples.append(time.perf_counter() - t)
             out["lab graph (@g.node), DuckDB file"] = _median_per(samples, visits)
             samples = []
             for _ in range(runs):
-                run = sub.start(0, params=Limit(limit=visits))
+                run = sub.start(0, params=Limit(limit=visits), step_limit=visits + 10)
                 t = time.perf_counter()
                 run.run()
                 samples.append(time.perf_counter() - t)

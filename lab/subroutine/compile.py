@@ -18,7 +18,6 @@ Every station's `run` return hint lists its edges with their conditions and effe
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
 import json
@@ -41,7 +40,7 @@ from .definition import INPUT, OUTPUT, Definition, NodeDecl, caller_module
 from .errors import SubroutineDefinitionError, VisitResultError
 from .features import Proposal, current_proposal
 from .routing import route
-from .values import FeatureSuccess, Success, check_returned_state
+from .values import FeatureSuccess, Success, check_returned_state, isolated
 
 if TYPE_CHECKING:
     from ..lab import Lab
@@ -85,14 +84,14 @@ async def _visit(node: SubroutineNode, ctx: GraphRunContext[Any, Any]) -> Any:
     state: SubroutineState = ctx.state
     before = dict(state.features)
     context = VisitContext(
-        params=copy.deepcopy(state.params),
+        params=isolated(state.params),
         node=decl.name,
         deps=ctx.deps,
         graph=sub,
         feature_values=before,
         gate=decl.gate,
     )
-    payload = copy.deepcopy(node.payload)  # a visit that mutates its input cannot change the pending station
+    payload = isolated(node.payload)  # a visit that mutates its input cannot change the pending station
     if decl.feature:
         proposal = Proposal(definition.features, dict(before), decl.name)
         token = current_proposal.set(proposal)

@@ -9,6 +9,7 @@ mutable value anywhere inside it, naming the path to that value.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime
 import decimal
@@ -28,6 +29,7 @@ __all__ = (
     "check_state_type",
     "check_returned_state",
     "immutable_problem",
+    "isolated",
 )
 
 OutputT = TypeVar("OutputT")
@@ -82,6 +84,17 @@ def immutable_problem(value: Any, path: str) -> str | None:
                 return problem
         return None
     return f"{path} is a {type(value).__qualname__} ({value!r:.60}), which is mutable or not a plain value"
+
+
+_ATOMIC = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+def isolated(value: Any) -> Any:
+    """A copy of `value` a visit may change without touching the run's state (its pending payload, the
+    invocation's params). An immutable value is its own copy: a deep copy costs more than a visit."""
+    if type(value) in _ATOMIC or immutable_problem(value, "") is None:
+        return value
+    return copy.deepcopy(value)
 
 
 def check_state_type(tp: Any, *, node: str) -> None:
