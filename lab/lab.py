@@ -21,10 +21,11 @@ from .errors import (
 )
 from .graph import LabGraph
 from .history import StoredRun
+from .idempotent import settle_effect
 from .limits import DEFAULT_STEP_LIMIT, check_step_limit
 from .manifest import Manifest
 from .peek import PeekedRun
-from .records import Durability, EventRecord, RunRecord, Status, WaitRecord
+from .records import Durability, EffectRecord, EventRecord, RunRecord, Status, WaitRecord
 from .reducers import check_model_options
 from .reopen import fork_stored, open_stored, recover_interrupted
 from .retry import Retry, check_policies, check_timeouts
@@ -534,6 +535,14 @@ class Lab:
             f"lab.fork({run_id!r}, seq, revision='current') without a run handle), or restore the old "
             "definition to continue it."
         )
+
+    def effects(self, run_id: str | None = None) -> list[EffectRecord]:
+        """The `IdempotentOp` records (of one run), oldest first: `record.in_doubt` marks those to settle."""
+        return self.store.effects(None if run_id is None else _run_id(run_id, "lab.effects"))
+
+    def settle_effect(self, key: str, result: Any = None, *, rerun: bool = False) -> EffectRecord:
+        """Settle an in-doubt effect: it happened with `result`, or (`rerun=True`) it did not (lab/idempotent.py)."""
+        return settle_effect(self.store, key, result, rerun=rerun)
 
     def __repr__(self) -> str:
         return f"<Lab {redact(self.path)} graphs={list(self._graphs)}>"
