@@ -31,6 +31,7 @@ from .reopen import fork_stored, open_stored, recover_interrupted
 from .retry import Retry, check_policies, check_timeouts
 from .run import Run
 from .run_list import RunList
+from .v1_import import continue_v1
 from .waits import Budgets
 
 if TYPE_CHECKING:
@@ -543,6 +544,10 @@ class Lab:
     def settle_effect(self, key: str, result: Any = None, *, rerun: bool = False) -> EffectRecord:
         """Settle an in-doubt effect: it happened with `result`, or (`rerun=True`) it did not (lab/idempotent.py)."""
         return settle_effect(self.store, key, result, rerun=rerun)
+
+    def continue_v1(self, graph: LabGraph | str, document: Any, *, at: str | None = None, **start: Any) -> Run:
+        """Continue a pydantic-graph v1 snapshot document as a run of `graph` (lab/v1_import.py)."""
+        return continue_v1(self.graphs[graph] if isinstance(graph, str) else graph, document, at=at, **start)
 
     def __repr__(self) -> str:
         return f"<Lab {redact(self.path)} graphs={list(self._graphs)}>"
