@@ -19,6 +19,7 @@ from .errors import (
     RunStateError,
     StateEditError,
 )
+from .events import ColdStream
 from .graph import LabGraph
 from .history import StoredRun
 from .idempotent import settle_effect
@@ -548,6 +549,14 @@ class Lab:
     def continue_v1(self, graph: LabGraph | str, document: Any, *, at: str | None = None, **start: Any) -> Run:
         """Continue a pydantic-graph v1 snapshot document as a run of `graph` (lab/v1_import.py)."""
         return continue_v1(self.graphs[graph] if isinstance(graph, str) else graph, document, at=at, **start)
+
+    def resume_stream(self, run_id: str, *, deps: Any = None, **stream: Any) -> ColdStream:
+        """`resume(run_id)` and `stream(...)` in one call, cold: nothing is resumed until it is iterated (seed 003 resumeStream)."""
+        return ColdStream(lambda: self.resume(run_id, deps=deps), lambda run: run.stream(**stream))
+
+    def fork_stream(self, run_id: str, seq: int | None = None, *, state: Any = None, revision: int | str | None = None, **stream: Any) -> ColdStream:
+        """`fork(run_id, seq, ...)` and `stream(...)` in one call, cold: nothing is forked until it is iterated (seed 003 forkStream)."""
+        return ColdStream(lambda: self.fork(run_id, seq, state=state, revision=revision), lambda run: run.stream(**stream))
 
     def __repr__(self) -> str:
         return f"<Lab {redact(self.path)} graphs={list(self._graphs)}>"
