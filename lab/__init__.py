@@ -41,6 +41,7 @@ from .events import report_progress
 from .gates import CapabilityRequired, Gate, Verdict, consent, granted, interrupt
 from .graph import LabGraph
 from .history import Checkpoint
+from .idempotent import IdempotentOp
 from .lab import DEFAULT_PATH, Lab, current_lab, current_run
 from .limits import DEFAULT_STEP_LIMIT, Limits
 from .manifest import Manifest, Station
@@ -56,6 +57,7 @@ register_views()  # drawing, run widget, batch bar: shown through lab.display_ho
 __all__ = (
     # the lab and its parts
     "Lab",
+    "IdempotentOp",
     "LabGraph",
     "BuiltGraph",
     "Run",

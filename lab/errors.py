@@ -26,6 +26,8 @@ __all__ = (
     "WaitAnsweredError",
     "CapabilityBudgetError",
     "StepLimitError",
+    "EffectInDoubtError",
+    "UnstorableEffectError",
     "RunTimeout",
     "NodeTimeout",
     "NodeExecutionError",
@@ -137,6 +139,23 @@ class StepLimitError(LabError, RuntimeError):
         super().__init__(message)
         self.run_id = run_id
         self.limit = limit
+
+
+class EffectInDoubtError(LabError, RuntimeError):
+    """An `IdempotentOp` started its effect on an earlier try and never recorded its result (seed 002).
+
+    The effect may or may not have happened, so the lab does not run it again on its own. Say
+    which: `lab.settle_effect(key, result)` (it happened: the station gets that result) or
+    `lab.settle_effect(key, rerun=True)` (it did not), then `run.retry()`.
+    """
+
+    def __init__(self, message: str, *, key: str):
+        super().__init__(message)
+        self.key = key
+
+
+class UnstorableEffectError(EffectInDoubtError):
+    """An `IdempotentOp`'s effect ran but its result is not JSON, so it stays recorded in doubt."""
 
 
 class RunTimeout(LabError, TimeoutError):

@@ -11,7 +11,7 @@ collected".
 | class | when | fields |
 | --- | --- | --- |
 | `NodeStarted` | a station (a parallel task) is about to run | `node_id`, `attempt`, `task` |
-| `NodeFinished` | it returned and its boundary is checkpointed | `node_id`, `attempt`, `checkpoint`, `next`, `ms`, `task` |
+| `NodeFinished` | it returned: a serial station once its boundary is checkpointed (`checkpoint`, `next`), a parallel task as soon as it returns, before its step's checkpoint (`checkpoint` None: the step's `StepCompleted` names it) | `node_id`, `attempt`, `checkpoint`, `next`, `ms`, `task` |
 | `StepCompleted` | after every step's checkpoint | `checkpoint`, `nodes` |
 | `NodeRetry` | a failed try that its retry policy follows with another | `node_id`, `attempt`, `try_number`, `of`, `error_type`, `message`, `delay` |
 | `NodeProgress` | a node called `report_progress(value, **details)` | `node_id`, `value`, `details` |
@@ -59,7 +59,9 @@ __all__ = (
     "Interrupted",
     "SubgraphEvent",
     "SubgraphBatch",
+    "ReturnedBatch",
     "RunStream",
+    "ColdStream",
     "report_progress",
     "running_run",
 )
@@ -160,6 +162,18 @@ class SubgraphBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class ReturnedBatch:
+    """A parallel task's node returned, handed to the run's streams at once (never stored): its
+    `NodeFinished` arrives as it finishes, not when its whole step is checkpointed (seed 003)."""
+
+    run_id: str
+    node_id: str
+    attempt: int | None
+    task: int | None
+    ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class Completed(RunEvent):
     kind: ClassVar[str] = "completed"
     output: Any
@@ -183,7 +197,7 @@ class Interrupted(RunEvent):
 # -- from stored events to typed ones -------------------------------------------------------------
 
 
-def translate(batch: list[EventRecord] | SubgraphBatch) -> list[RunEvent]:
+def translate(batch: list[EventRecord] | SubgraphBatch | ReturnedBatch, announced: set[tuple[str, int | None]] | None = None) -> list[RunEvent]:
     """The typed events of one written batch (one journal transaction), in order.
 
     A batch that settles a step ends with its `StepCompleted`. The run's own final events
@@ -191,7 +205,18 @@ def translate(batch: list[EventRecord] | SubgraphBatch) -> list[RunEvent]:
     event read from the run's status.
     """
     if isinstance(batch, SubgraphBatch):
-        return [SubgraphEvent(batch.run_id, None, batch.node_id, batch.child_run_id, ev) for ev in translate(batch.batch)]
+        return [
+            SubgraphEvent(batch.run_id, None, batch.node_id, batch.child_run_id, ev) for ev in translate(batch.batch, announced)
+        ]
+    if isinstance(batch, ReturnedBatch):
+        if announced is not None:
+            announced.add((batch.run_id, batch.attempt))
+        return [NodeFinished(batch.run_id, None, batch.node_id, batch.attempt, None, (), batch.ms, batch.task)]
+    return _translate_rows(batch, announced)
+
+
+def _translate_rows(batch: list[EventRecord], announced: set[tuple[str, int | None]] | None) -> list[RunEvent]:
+    """The typed events of stored rows; a `settled` whose NodeFinished is in `announced` adds none."""
     out: list[RunEvent] = []
     step: int | None = None
     nodes: list[str] = []
@@ -201,7 +226,10 @@ def translate(batch: list[EventRecord] | SubgraphBatch) -> list[RunEvent]:
             out.append(NodeStarted(ev.run_id, ev.seq, ev.node_id or "?", ev.attempt, p.get("task")))
         elif ev.kind == "settled":
             nxt = tuple(p.get("next") or ())
-            out.append(NodeFinished(ev.run_id, ev.seq, ev.node_id or "?", ev.attempt, ev.checkpoint_seq, nxt, p.get("ms"), p.get("task")))
+            if announced is not None and (ev.run_id, ev.attempt) in announced:
+                announced.discard((ev.run_id, ev.attempt))  # its NodeFinished came as it returned
+            else:
+                out.append(NodeFinished(ev.run_id, ev.seq, ev.node_id or "?", ev.attempt, ev.checkpoint_seq, nxt, p.get("ms"), p.get("task")))
             step = ev.checkpoint_seq
             nodes.append(ev.node_id or "?")
         elif ev.kind == "retry" and p.get("by") == "policy":
@@ -314,12 +342,13 @@ class RunStream:
         task = asyncio.ensure_future(self._drive())
         task.add_done_callback(lambda _t: batches.put_nowait(_DONE))
         finished = False
+        announced: set[tuple[str, int | None]] = set()
         try:
             while True:
                 item = await batches.get()
                 if item is _DONE:
                     break
-                for ev in translate(item):
+                for ev in translate(item, announced):
                     yield ev
                 if batches.empty():
                     caught_up.set()
@@ -343,6 +372,7 @@ class RunStream:
         caught_up = self._attach(loop, batches.put)
         call = None
         finished = False
+        announced: set[tuple[str, int | None]] = set()
         try:
             call = submit(self._drive())  # in a copy of this context; ended also if a station blocks the loop
             call.future.add_done_callback(lambda _f: batches.put(_DONE))
@@ -350,7 +380,7 @@ class RunStream:
                 item = batches.get()
                 if item is _DONE:
                     break
-                yield from translate(item)
+                yield from translate(item, announced)
                 if batches.empty():
                     loop.call_soon_threadsafe(caught_up.set)
             try:
@@ -366,3 +396,29 @@ class RunStream:
             if not finished and call is not None and not call.future.done():  # the reader left: pause at the next boundary
                 self._run.pause()
                 concurrent.futures.wait([call.future], timeout=60)
+
+
+class ColdStream:
+    """`run.fork_stream(...)` / `lab.resume_stream(...)` (seed 003 forkStream, resumeStream): "Like fork
+    [resume], but returns a cold Flow of GraphEvents".
+
+    Nothing is forked or resumed until it is iterated; then it makes the run (`make()`: the fork,
+    or the resumed handle) and streams it as `run.stream(...)` does. Each iteration makes it again:
+    a fork stream forks anew, a resume stream takes the run up from where it stands. `run` is the
+    run the last iteration made (None before the first).
+    """
+
+    def __init__(self, make: Callable[[], Run], stream: Callable[[Run], RunStream]):
+        self._make = make
+        self._stream = stream
+        self.run: Run | None = None
+
+    def _open(self) -> RunStream:
+        self.run = self._make()
+        return self._stream(self.run)
+
+    def __aiter__(self) -> AsyncIterator[RunEvent]:
+        return self._open().__aiter__()
+
+    def __iter__(self) -> Iterator[RunEvent]:
+        return iter(self._open())

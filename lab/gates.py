@@ -143,6 +143,8 @@ class StationContext:
     """A delegated station's adopted job outcome: `{"request_id", "status", "output", "error", "by"}`."""
     consented: bool = False
     """Whether this try of the station called `consent()` already (one question per gate visit)."""
+    effects: int = 0
+    """How many `IdempotentOp` calls this try of the station made (a call's key counts them)."""
 
 
 station_context: contextvars.ContextVar[StationContext | None] = contextvars.ContextVar(

@@ -22,6 +22,7 @@ from .cursors import check_cursors, decode_pending
 from .diff import StateDiff, diff_json
 from .engine.tasks import JoinAcc, node_id_of
 from .errors import CheckpointError, GraphDefinitionError, RunStateError, StateEditError
+from .events import ColdStream
 from .records import CheckpointRecord, EventRecord, RunRecord
 from .run_values import new_run_id
 
@@ -252,6 +253,14 @@ class TimeTravel:
             self._status = status  # type: ignore[assignment]
             self._error = None
         return cp
+
+    def fork_stream(  # type: ignore[misc]
+        self: Run, seq: int | None = None, *, state: Any = None, revision: int | str | None = None, **stream: Any
+    ) -> ColdStream:
+        """`fork(seq, ...)` and `stream(...)` of the fork in one call, cold: nothing is forked until it is
+        iterated, and each iteration forks anew (seed 003 forkStream). `stream` takes `run.stream`'s
+        `max_steps`, `step_limit` and `timeout`."""
+        return ColdStream(lambda: self.fork(seq, state=state, revision=revision), lambda run: run.stream(**stream))
 
     def fork(self: Run, seq: int | None = None, *, state: Any = None, revision: int | str | None = None) -> Run:  # type: ignore[misc]
         """A new run whose first checkpoint copies `seq` (default: the head), with lineage.

@@ -19,17 +19,20 @@ from .errors import (
     RunStateError,
     StateEditError,
 )
+from .events import ColdStream
 from .graph import LabGraph
 from .history import StoredRun
+from .idempotent import settle_effect
 from .limits import DEFAULT_STEP_LIMIT, check_step_limit
 from .manifest import Manifest
 from .peek import PeekedRun
-from .records import Durability, EventRecord, RunRecord, Status, WaitRecord
+from .records import Durability, EffectRecord, EventRecord, RunRecord, Status, WaitRecord
 from .reducers import check_model_options
 from .reopen import fork_stored, open_stored, recover_interrupted
 from .retry import Retry, check_policies, check_timeouts
 from .run import Run
 from .run_list import RunList
+from .v1_import import continue_v1
 from .waits import Budgets
 
 if TYPE_CHECKING:
@@ -534,6 +537,26 @@ class Lab:
             f"lab.fork({run_id!r}, seq, revision='current') without a run handle), or restore the old "
             "definition to continue it."
         )
+
+    def effects(self, run_id: str | None = None) -> list[EffectRecord]:
+        """The `IdempotentOp` records (of one run), oldest first: `record.in_doubt` marks those to settle."""
+        return self.store.effects(None if run_id is None else _run_id(run_id, "lab.effects"))
+
+    def settle_effect(self, key: str, result: Any = None, *, rerun: bool = False) -> EffectRecord:
+        """Settle an in-doubt effect: it happened with `result`, or (`rerun=True`) it did not (lab/idempotent.py)."""
+        return settle_effect(self.store, key, result, rerun=rerun)
+
+    def continue_v1(self, graph: LabGraph | str, document: Any, *, at: str | None = None, **start: Any) -> Run:
+        """Continue a pydantic-graph v1 snapshot document as a run of `graph` (lab/v1_import.py)."""
+        return continue_v1(self.graphs[graph] if isinstance(graph, str) else graph, document, at=at, **start)
+
+    def resume_stream(self, run_id: str, *, deps: Any = None, **stream: Any) -> ColdStream:
+        """`resume(run_id)` and `stream(...)` in one call, cold: nothing is resumed until it is iterated (seed 003 resumeStream)."""
+        return ColdStream(lambda: self.resume(run_id, deps=deps), lambda run: run.stream(**stream))
+
+    def fork_stream(self, run_id: str, seq: int | None = None, *, state: Any = None, revision: int | str | None = None, **stream: Any) -> ColdStream:
+        """`fork(run_id, seq, ...)` and `stream(...)` in one call, cold: nothing is forked until it is iterated (seed 003 forkStream)."""
+        return ColdStream(lambda: self.fork(run_id, seq, state=state, revision=revision), lambda run: run.stream(**stream))
 
     def __repr__(self) -> str:
         return f"<Lab {redact(self.path)} graphs={list(self._graphs)}>"

@@ -27,6 +27,8 @@ __all__ = (
     "JOB_TERMINALS",
     "JobRecord",
     "JobEventRecord",
+    "EffectStatus",
+    "EffectRecord",
     "utcnow",
 )
 
@@ -251,3 +253,38 @@ class JobEventRecord:
     to_status: str | None = None
     payload: dict[str, Any] = field(default_factory=dict)
     created_at: datetime = field(default_factory=utcnow)
+
+
+EffectStatus = Literal["started", "done", "failed"]
+"""An `IdempotentOp`'s record (seed 002 "All-or-nothing steps"): `started` is written before the
+effect runs, `done` (with its result) after it returned, `failed` after it raised. A `started`
+record that a later try finds was never finished is *in doubt*: the effect may have happened."""
+
+
+@dataclass(frozen=True, slots=True)
+class EffectRecord:
+    """One side effect of one station visit, keyed so that a retry or a resume finds it."""
+
+    key: str
+    """`run_id/checkpoint_seq/node_id/name#n`: the station visit (its checkpoint and node), the op's
+    name, and which call of that op in the visit (the first is `#1`)."""
+    run_id: str
+    node_id: str
+    checkpoint_seq: int | None
+    name: str
+    status: EffectStatus
+    result: Any = None
+    """The effect's return value as JSON, once `done`."""
+    error: dict[str, Any] | None = None
+    """`{"type", "message"}` of the effect's exception once `failed`; why it is in doubt otherwise."""
+    tries: int = 1
+    """How many times the effect was started (more than 1 only for a failed or repeatable one)."""
+    settled_by: str | None = None
+    """`effect` (it returned or raised), `person` (`lab.settle_effect`), or None while started."""
+    created_at: datetime = field(default_factory=utcnow)
+    updated_at: datetime = field(default_factory=utcnow)
+
+    @property
+    def in_doubt(self) -> bool:
+        """Started and never finished: the effect may or may not have happened."""
+        return self.status == "started"

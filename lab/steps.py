@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .engine.commit import StepOutcome
 from .engine.tasks import JoinAcc, Task
 from .errors import CheckpointValueError, StateContractError
+from .events import ReturnedBatch
 from .gates import StationContext, WaitSignal
 from .run_values import StepResult
 
@@ -50,6 +51,15 @@ class SuperSteps:
                 self._park("breakpoint", hit.node_id, prompt=None, details={"when": "before", "station": hit.node_id})
                 return None
         return contexts
+
+    def task_returned(self: Run, task: Task, attempt: int | None, ms: float) -> None:  # type: ignore[misc]
+        """Hand a stream the task's finish now (seed 003 "as each node starts and finishes"); not stored:
+        its `settled` event is written with the step's checkpoint."""
+        sinks = self._journal.sinks
+        if sinks:
+            batch = ReturnedBatch(self.id, task.node_id, attempt, task.task_id, ms)
+            for sink in list(sinks):
+                sink(batch)
 
     def step_entered(self: Run, tasks: Sequence[Task]) -> dict[int, int]:  # type: ignore[misc]
         attempts: dict[int, int] = {}

@@ -62,6 +62,10 @@ class StepHooks(Protocol):
         """The step's tasks are about to run; returns each task's attempt number."""
         ...
 
+    def task_returned(self, task: Task, attempt: int | None, ms: float) -> None:
+        """A task's node returned, before its step commits: a stream shows its finish now (seed 003)."""
+        ...
+
     def step_settled(self, outcome: StepOutcome) -> None:
         """The step finished: write its checkpoint (and waits, failure, End) in one transaction.
 

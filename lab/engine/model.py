@@ -210,6 +210,7 @@ class _ModelStep:
             self._fail(task, unasked, aio)
             return
         self.results[task.task_id] = (result, round((time.perf_counter() - started) * 1000, 3))
+        self.hooks.task_returned(task, self.attempts.get(task.task_id), self.results[task.task_id][1])
 
     def _fail(self, task: Task, exc: BaseException, aio: dict[int, asyncio.Task[None]]) -> None:
         """The step fails with `task`'s `exc` (the first failure wins); its siblings are cancelled."""

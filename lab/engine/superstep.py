@@ -246,6 +246,7 @@ class _Step:
                         t.cancel()
             return
         self.results[task.task_id] = ("ok", arrivals, _ms(started))
+        self.hooks.task_returned(task, self.attempts.get(task.task_id), self.results[task.task_id][2])
         await self._hand_over(task, arrivals, aio)
 
     async def _hand_over(self, task: Task, arrivals: list[Arrival], aio: dict[int, asyncio.Task[None]]) -> None:

@@ -32,6 +32,8 @@ WRITER_LOCK = 1196379216
 """Advisory lock class of the process that steps a run (session-scoped, exclusive): see postgres_session.py."""
 JOB_LOCK = 1196379217
 """Advisory lock class of an agent job while one transaction records it (transaction-scoped): postgres_jobs.py."""
+EFFECT_LOCK = 1196379218
+"""Advisory lock class of an `IdempotentOp` record while one transaction records it: postgres_effects.py."""
 
 WRITERS_TABLE = """
 CREATE TABLE IF NOT EXISTS writers (
@@ -265,4 +267,24 @@ MIGRATIONS: list[list[str]] = [
     # itself (advisory locks); `writers` names who steps a run (postgres_session.py). A store an
     # older Graph Lab migrated to 4 without it gains it on open.
     [WRITERS_TABLE],
+    # version 4 -> 5: `IdempotentOp` records (lab/idempotent.py), as DuckDB's
+    [
+        """
+        CREATE TABLE IF NOT EXISTS effects (
+            key text PRIMARY KEY,
+            run_id text NOT NULL,
+            node_id text NOT NULL,
+            checkpoint_seq bigint,
+            name text NOT NULL,
+            status text NOT NULL,
+            result jsonb,
+            error jsonb,
+            tries bigint NOT NULL,
+            settled_by text,
+            created_at timestamp NOT NULL,
+            updated_at timestamp NOT NULL
+        )
+        """,
+        "CREATE INDEX IF NOT EXISTS effects_run ON effects (run_id)",
+    ],
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import StoreSchemaError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def refuse_newer(what: str, version: int) -> None:
@@ -20,8 +20,26 @@ def refuse_newer(what: str, version: int) -> None:
             f"knows up to {SCHEMA_VERSION}); upgrade graph-lab to open it"
         )
 
-TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events")
+TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events", "effects")
 """The data tables (besides `meta`), in dependency order."""
+
+EFFECTS_TABLE = """
+CREATE TABLE IF NOT EXISTS effects (
+    key VARCHAR PRIMARY KEY,
+    run_id VARCHAR NOT NULL,
+    node_id VARCHAR NOT NULL,
+    checkpoint_seq BIGINT,
+    name VARCHAR NOT NULL,
+    status VARCHAR NOT NULL,
+    result JSON,
+    error JSON,
+    tries BIGINT NOT NULL,
+    settled_by VARCHAR,
+    created_at TIMESTAMP NOT NULL,
+    updated_at TIMESTAMP NOT NULL
+)
+"""
+"""One row per `IdempotentOp` call of a station visit (docs/store.md "effects")."""
 
 MIGRATIONS: list[list[str]] = [
     # version 0 -> 1: the foundation tables
@@ -164,6 +182,10 @@ MIGRATIONS: list[list[str]] = [
         )
         """,
     ],
+    # version 4 -> 5: `IdempotentOp` records (lab/idempotent.py, seed 002 "All-or-nothing steps").
+    # Written directly, like jobs: a record must be committed before its effect runs, which a
+    # buffered journal line is not.
+    [EFFECTS_TABLE],
 ]
 
 JOURNAL_COLUMNS: dict[str, str] = {

@@ -20,6 +20,7 @@ __all__ = (
     "SCHEMA_VERSION_READ", "META_COLUMNS", "list_runs",
     "JOB_COLS", "JOB_EVENT_COLS", "JOB", "JOB_STATUS", "JOB_INSERT", "JOBS", "JOB_EVENTS", "JOB_EVENT_INSERT",
     "JOB_LINE_SEEN", "JOB_NEXT_EVENT", "job_events_insert", "job_transition", "list_jobs",
+    "EFFECT_COLS", "EFFECT", "EFFECT_INSERT", "EFFECT_RESTART", "EFFECT_FINISH", "EFFECTS", "EFFECTS_OF_RUN",
 )  # fmt: skip
 
 RUN_COLS = (
@@ -31,7 +32,7 @@ WAIT_COLS = (
     "run_id, owner, kind, node_id, checkpoint_seq, prompt, details, prior, created_at, resolved_at, resolution"
 )
 EV_COLS = "run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at"
-TABLES_BY_RUN = ("checkpoints", "events", "waits", "runs")
+TABLES_BY_RUN = ("effects", "checkpoints", "events", "waits", "runs")
 """The tables a run's rows live in, children first (the order a run is deleted in)."""
 
 # -- runs ------------------------------------------------------------------------------------
@@ -148,3 +149,27 @@ def job_transition(columns: Sequence[str], *, ended: bool) -> str:
 def list_jobs(columns: Sequence[str]) -> str:
     """`JOBS` where each of `columns` equals a parameter, oldest first."""
     return JOBS + "".join(f" AND {c} = ?" for c in columns) + " ORDER BY created_at, request_id"
+
+
+# -- idempotent effects (effects.py; not journalled: each is committed before its effect runs) -----
+
+EFFECT_COLS = (
+    "key, run_id, node_id, checkpoint_seq, name, status, result, error, tries, settled_by, "
+    "created_at, updated_at"
+)
+EFFECT = f"SELECT {EFFECT_COLS} FROM effects WHERE key = ?"
+EFFECT_INSERT = (
+    f"INSERT INTO effects ({EFFECT_COLS}) VALUES (?, ?, ?, ?, ?, 'started', NULL, NULL, 1, NULL, ?, ?)"
+)
+EFFECT_RESTART = (
+    "UPDATE effects SET status = 'started', result = NULL, error = NULL, tries = tries + 1, "
+    "settled_by = NULL, updated_at = ? WHERE key = ?"
+)
+"""Start a failed (or repeatable, or released) effect again: one more try of it."""
+EFFECT_FINISH = (
+    "UPDATE effects SET status = ?, result = {json}, error = {json}, settled_by = ?, updated_at = ? "
+    "WHERE key = ? AND status = 'started' RETURNING key"
+)
+"""Record how a started effect ended (only a started one: a finished record is never rewritten)."""
+EFFECTS = f"SELECT {EFFECT_COLS} FROM effects ORDER BY created_at, key"
+EFFECTS_OF_RUN = f"SELECT {EFFECT_COLS} FROM effects WHERE run_id = ? ORDER BY created_at, key"

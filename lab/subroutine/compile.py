@@ -32,9 +32,11 @@ from pydantic_graph import BaseNode, End, GraphRunContext
 from pydantic_graph.basenode import Edge
 from typing_extensions import TypedDict
 
-from ..gates import Gate
+from ..events import running_run
+from ..gates import Gate, station_context
 from ..graph import LabGraph
 from ..manifest import source_fingerprint
+from . import sessions
 from .context import VisitContext
 from .definition import INPUT, OUTPUT, Definition, NodeDecl, caller_module
 from .errors import SubroutineDefinitionError, VisitResultError
@@ -92,6 +94,9 @@ async def _visit(node: SubroutineNode, ctx: GraphRunContext[Any, Any]) -> Any:
         gate=decl.gate,
     )
     payload = isolated(node.payload)  # a visit that mutates its input cannot change the pending station
+    run = _running()
+    if run is not None:
+        await sessions.enter(run, definition, state.params)  # the invocation's resource (seed 000): at its entry
     if decl.feature:
         proposal = Proposal(definition.features, dict(before), decl.name)
         token = current_proposal.set(proposal)
@@ -126,8 +131,15 @@ async def _visit(node: SubroutineNode, ctx: GraphRunContext[Any, Any]) -> Any:
     else:
         state.nodes = {**state.nodes, decl.name: new_state}
     if edge.dst == OUTPUT:
+        if run is not None:
+            await sessions.leave(run)  # closed at the invocation's exit
         return End(output)
     return sub.station(edge.dst)(payload=output)
+
+
+def _running() -> Run | None:
+    station = station_context.get()
+    return station.run if station is not None and station.run is not None else running_run.get()
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -175,6 +187,10 @@ class SubroutineGraph(LabGraph):
 
     def feature_node(self, fn: Any = None, **kwargs: Any) -> Any:
         return self.definition.feature_node(fn, **kwargs)
+
+    def session(self, factory: Any) -> Any:
+        """The invocation's provider conversation resource (`Definition.session`)."""
+        return self.definition.session(factory)
 
     def edge(self, src: Any, dst: Any, **kwargs: Any) -> None:
         """Declare (or replace) the edge `src` -> `dst`: `when=` a condition, `effect=` one or more effects."""

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from ..gates import ConsentRequired, Verdict, current_station
+from ..events import running_run
+from ..gates import ConsentRequired, Verdict, current_station, station_context
 from .errors import SubroutineError
+from .sessions import current
 
 if TYPE_CHECKING:
     from .compile import SubroutineGraph
@@ -35,6 +37,14 @@ class VisitContext:
     """Whether the node is a consent gate (`@sub.node(gate=True)`), so its visit may ask `consent`."""
     _calls: int = field(default=0, repr=False)
     _asked: bool = field(default=False, repr=False)
+
+    @property
+    def session(self) -> Any:
+        """The invocation's provider conversation resource (`sub.session(factory)`): made at its entry,
+        the same object in every visit of the invocation, closed at its exit, never checkpointed."""
+        station = station_context.get()
+        run = station.run if station is not None and station.run is not None else running_run.get()
+        return current(run, self.graph.definition)
 
     @property
     def features(self) -> Mapping[str, Any]:

@@ -63,8 +63,19 @@ class Definition:
         self.edges: dict[tuple[str, str], EdgeDecl] = {}
         self.module: str = caller_module(1)
         self._listeners: list[Callable[[], None]] = []
+        self.session_factory: Callable[[Any], Any] | None = None
+        """Makes the invocation's provider conversation resource (`session`); None: no resource."""
 
     # -- declaring ----------------------------------------------------------------------------
+
+    def session(self, factory: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """Declare the invocation's provider conversation resource: `factory(params)` makes it at the
+        invocation's entry, visits read it as `context.session`, it is closed at the exit and never
+        checkpointed (lab/subroutine/sessions.py). Usable as a decorator."""
+        if not callable(factory):
+            raise SubroutineDefinitionError(f"sub.session(factory): factory(params) makes the resource; got {factory!r}")
+        self.session_factory = factory
+        return factory
 
     def feature(self, name: str, domain: Any) -> Feature:
         """Declare (or re-declare) a feature: None at the start of each invocation, values in `domain`."""
