@@ -437,34 +437,24 @@ class AgentBoard:
     def admit(self, request_id: str, rec: JobRecord | None = None) -> None:
         """QUEUED -> ADMITTED, then start the job where its runtime runs.
 
-        In this process (a `task` runtime) the agent is loaded first and the job goes on to
-        RUNNING in the same transaction: one commit, each transition still its own event.
+        In this process (a `task` runtime) the job's task moves it on: its first step loads the
+        agent and records ADMITTED, PREPARING and RUNNING in one transaction (each its own event),
+        so the job is RUNNING only once a task exists that a cancel can stop.
         """
         rec = rec or self.store.job(request_id)
         assert rec is not None
         rt = self.runtime(rec.runtime)
         files = JobFiles(os.path.join(self.folder, request_id))
         worker: dict[str, Any] = {"admitted_by": process_identity()}  # who owns it until a runner reports
-        if rt.runner == "subprocess":
-            worker["folder"] = str(files.folder)
-        moves: list[tuple[str, tuple[str, ...], bool, None, dict[str, Any]]] = [("ADMITTED", allowed_from("ADMITTED"), False, None, {"worker": worker})]
-        if rt.runner == "task":
-            moves.append(("PREPARING", allowed_from("PREPARING"), False, None, {"worker": process_identity()}))
-            try:
-                agent = rt.load()
-            except Exception as exc:
-                if self.store.advance_job(request_id, moves) == len(moves):
-                    self.deliver(request_id, "FAILED", error=error_json(exc))
-                self._notify(request_id)
-                return
-            moves.append(("RUNNING", allowed_from("RUNNING"), False, None, {}))
-        applied = self.store.advance_job(request_id, moves)
-        self._notify(request_id)
-        if applied < len(moves):
-            return  # someone else admitted it (or ended it meanwhile)
         with self._lock:
             self._done.setdefault(request_id, concurrent.futures.Future())
-        self._start(request_id, self._run_task(rec, agent) if rt.runner == "task" else self._run_worker(rec, rt, files))
+        if rt.runner == "task":
+            self._start(request_id, self._run_task(rec, rt, worker))
+            return
+        worker["folder"] = str(files.folder)
+        if not self._move(request_id, "ADMITTED", worker=worker):
+            return  # someone else admitted it
+        self._start(request_id, self._run_worker(rec, rt, files))
 
     def _start(self, request_id: str, coro: Any) -> None:
         loop = lab_loop()
@@ -479,12 +469,28 @@ class AgentBoard:
             loop.call_soon_threadsafe(lambda: (start(), ready.set()))
             ready.wait()
 
-    async def _run_task(self, rec: JobRecord, agent: Any) -> None:
+    async def _run_task(self, rec: JobRecord, rt: Runtime, worker: dict[str, Any]) -> None:
         from .runtime import run_request
 
         rid = rec.request_id
+        moves: list[Any] = [
+            ("ADMITTED", allowed_from("ADMITTED"), False, None, {"worker": worker}),
+            ("PREPARING", allowed_from("PREPARING"), False, None, {"worker": process_identity()}),
+        ]
         seen = Observations(lambda items: self._record_many(rid, items))
         try:
+            try:
+                agent = rt.load()
+            except Exception as exc:
+                if self.store.advance_job(rid, moves) == len(moves):
+                    self.deliver(rid, "FAILED", error=error_json(exc))
+                self._notify(rid)
+                return
+            moves.append(("RUNNING", allowed_from("RUNNING"), False, None, {}))
+            applied = self.store.advance_job(rid, moves)
+            self._notify(rid)
+            if applied < len(moves):  # someone else admitted it, or it was ended meanwhile
+                return
             coro = run_request(agent, rec.request, seen.emit)
             timeout = rec.request.get("timeout")
             try:
