@@ -44,6 +44,7 @@ from .errors import BagError, ChoiceError
 from .exits import ExitTaken, check_manifest, choose_exit, holds
 from .policy import CONSENT_OPTIONS, retry_policy
 from .state import TrailEntry, WorkflowState
+from .trail import trail_at
 
 if TYPE_CHECKING:
     from ..lab import Lab
@@ -135,15 +136,14 @@ async def _run_activity(node: ActivityNode, ctx: GraphRunContext[WorkflowState, 
         taken = choose_exit(act, bag.values) if act.exits else None
     dest = definition.destination(act.id, taken.exit) if taken is not None else END
     ctx.state.variables = bag.values
-    ctx.state.trail = [
-        *ctx.state.trail,
-        TrailEntry(
-            activity=act.id,
-            exit=taken.exit if taken else None,
-            reason=taken.reason if taken else "last",
-            to=dest,
-        ),
-    ]
+    # the latest exit and the count, not the whole trail: a checkpoint costs the same at any length (wf.trail(run))
+    ctx.state.taken += 1  # (first: the state never holds more entries than its count)
+    ctx.state.last = TrailEntry(
+        activity=act.id,
+        exit=taken.exit if taken else None,
+        reason=taken.reason if taken else "last",
+        to=dest,
+    )
     if dest == END:
         return End(dict(bag.values))
     return wf.station(dest)()
@@ -306,7 +306,7 @@ class WorkflowGraph(LabGraph):
 
         What any graph's start takes works too, so `run_subgraph(wf, ...)` runs a workflow as a
         child: `inputs` (a mapping of variables, as `variables`), `state` (a whole state: the bag
-        and the trail, a `WorkflowState` or a mapping, instead of the seeded bag) and `node` (an
+        and the trail so far, a `WorkflowState` or a mapping, instead of the seeded bag) and `node` (an
         instance of one of its activity stations, `wf.station("review")()`, as `at`).
         """
         entry = at or self.definition.initial
@@ -359,7 +359,7 @@ class WorkflowGraph(LabGraph):
             state = state.model_dump()
         if not isinstance(state, Mapping):
             raise ArgumentError(
-                f"a workflow's state is a WorkflowState or a mapping {{'variables': {{...}}, 'trail': [...]}}; got {state!r}"
+                f"a workflow's state is a WorkflowState or a mapping {{'variables': {{...}}, 'trail': [...]}} (the trail optional); got {state!r}"
             )
         return self.state_type.model_validate(dict(state))
 
@@ -390,6 +390,17 @@ class WorkflowGraph(LabGraph):
     def bag(self, run: Run) -> dict[str, Any]:
         """The run's variable bag as of its head."""
         return dict(run.state.variables)
+
+    def trail(self, run: Any, seq: int | None = None) -> list[TrailEntry]:
+        """The exits taken on `run`'s branch up to checkpoint `seq` (its head by default), oldest first.
+
+        `run` is a handle or a run id. Read from the checkpoints (each holds the exit its activity
+        took), through a fork to the run it was forked from.
+        """
+        run_id = run if isinstance(run, str) else run.id
+        if seq is None:
+            seq = self.lab.store.get_run(run_id).head_seq if isinstance(run, str) else run.head
+        return trail_at(self.lab.store, run_id, seq)
 
     # -- sessions ---------------------------------------------------------------------------
 

@@ -269,7 +269,7 @@ def _progress(run: Run, trail: list[TrailEntry]) -> list[ProgressRow]:
 
 def document(wf: WorkflowGraph, run: Run, resumed_from: list[str]) -> dict[str, Any]:
     state = run.state
-    trail = list(state.trail) if state is not None else []
+    trail = wf.trail(run) if state is not None else []  # read from the branch's checkpoints (lab.workflow.trail)
     wait = run.wait
     details = wait.details if wait is not None and isinstance(wait.details, dict) else {}
     ask = None

@@ -129,7 +129,7 @@ def test_a_consent_checkpoint_or_interrupt_in_a_child_workflow_parks_the_parent(
     (child,) = [r for r in lab.lineage(run.id) if r.run_id != run.id]
     child = lab.resume(child.run_id)
     assert [w.kind for w in child.waits()] == ["interrupt", "consent"]
-    assert [t.activity for t in child.state.trail] == ["count", "close"]
+    assert [t.activity for t in child.graph.trail(child)] == ["count", "close"]
 
 
 def test_a_consent_checkpoint_waits_for_approve_or_deny_with_their_effects(lab: Lab) -> None:
@@ -152,7 +152,7 @@ def test_a_consent_checkpoint_waits_for_approve_or_deny_with_their_effects(lab: 
     wf.choose(denied, "deny")
     denied.run()
     assert denied.output["n"] == -1
-    assert [(t.activity, t.exit, t.reason) for t in denied.state.trail][-1] == ("close", "stop", "checkpoint")
+    assert [(t.activity, t.exit, t.reason) for t in wf.trail(denied)][-1] == ("close", "stop", "checkpoint")
 
     chosen = wf.start()
     chosen.run()

@@ -35,7 +35,7 @@ def lab(file_lab: Lab) -> Lab:
 
 
 def trail(run) -> list[tuple[str, str | None, str]]:
-    return [(t.activity, t.exit, t.reason) for t in run.state.trail]
+    return [(t.activity, t.exit, t.reason) for t in run.graph.trail(run)]
 
 
 def test_exits_first_that_holds_in_declaration_order_else_the_default(lab: Lab) -> None:

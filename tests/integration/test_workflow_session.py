@@ -268,7 +268,7 @@ def test_resume_against_a_store_that_never_held_the_run(tmp_path: Path) -> None:
     wf = lab.workflow(FLOW, workers=workers([]))
     resumed = wf.resume(folder)
     assert resumed.id != first_id and resumed.next_stations == ("fix",)
-    assert [t.activity for t in resumed.state.trail] == ["triage", "review"]
+    assert [t.activity for t in wf.trail(resumed)] == ["triage", "review"]
     resumed.run()
     assert resumed.status == "done"
     d = doc(folder)
@@ -313,6 +313,6 @@ def test_resume_after_the_process_was_killed(tmp_path: Path) -> None:
     assert [e.kind for e in run.events()][-2:] == ["interrupted", "resumed"]  # fix was in flight
     run.run()
     assert run.status == "done"
-    assert [t.activity for t in run.state.trail] == ["triage", "review", "fix", "review", "fix", "review"]
+    assert [t.activity for t in wf.trail(run)] == ["triage", "review", "fix", "review", "fix", "review"]
     assert doc(folder)["status"] == "done"
     lab.close()
