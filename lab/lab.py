@@ -535,5 +535,12 @@ class Lab:
             "definition to continue it."
         )
 
+    def observe(self, tracer_provider: Any = None, *, enabled: bool = True) -> None:
+        """OpenTelemetry traces of this lab's runs: automatic when a provider is configured, this
+        `tracer_provider`, or off (`enabled=False`); for runs opened from now on (docs/observe.md)."""
+        from .observe import observe
+
+        observe(self, tracer_provider, enabled=enabled)
+
     def __repr__(self) -> str:
         return f"<Lab {redact(self.path)} graphs={list(self._graphs)}>"
