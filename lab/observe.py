@@ -57,7 +57,8 @@ _OFF = "off"
 _settings: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 """Per store (every `Lab` on one store shares it): a tracer provider, or `_OFF`. Absent: automatic."""
 
-_live: weakref.WeakSet[RunTracer] = weakref.WeakSet()
+_open_segments: set[RunTracer] = set()
+"""Tracers with a segment open, held until it ends (or the interpreter exits) even if their run is gone."""
 _atexit_armed = False
 
 _STOPS = frozenset({"waiting", "done", "failed", "cancelled", "interrupted"})
@@ -126,7 +127,7 @@ class RunTracer:
     """The spans of one run object's life in this process, fed with its journal's rows."""
 
     __slots__ = (
-        "__weakref__", "lab", "run_id", "_api", "_tracer", "_meta", "_root", "_last",
+        "lab", "run_id", "_api", "_tracer", "_meta", "_root", "_last",
         "_segment", "_segments", "_open", "_nodes", "_tries",
     )  # fmt: skip
 
@@ -151,7 +152,6 @@ class RunTracer:
         self._tries: dict[tuple[str | None, int | None], int] = {}
         """Failed tries seen per (station, checkpoint): the next try's `graph_lab.retries`."""
         _arm_atexit()
-        _live.add(self)
 
     def __call__(self, rows: Sequence[dict[str, Any]]) -> None:
         """One journal transaction, just before it is stored: its events become spans and span events.
@@ -226,6 +226,7 @@ class RunTracer:
         if self._root is None:
             self._root = ctx
         self._segment = span
+        _open_segments.add(self)
         # kept with the event, so the process that resumes this run links to this segment
         row["payload"] = {
             **(row.get("payload") or {}),
@@ -253,6 +254,7 @@ class RunTracer:
         span, self._segment = self._segment, None
         if span is None:
             return
+        _open_segments.discard(self)
         end = _ns(row) if row is not None else time.time_ns()
         for attempt in list(self._open):
             self._end_station(attempt, "unsettled", end)
@@ -419,7 +421,7 @@ def _arm_atexit() -> None:
 
 
 def _end_all() -> None:
-    for tracer in list(_live):
+    for tracer in list(_open_segments):
         try:
             tracer.end_open()
         except Exception:  # exiting: a tracer's trouble must not hide another's spans
