@@ -30,6 +30,7 @@ is made (`start`, `resume`, `lab.get`...). Off, a run holds `None` and each writ
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import sys
@@ -106,6 +107,7 @@ def run_tracer(lab: Lab, run_id: str) -> RunTracer | None:
     return RunTracer(lab, run_id, provider)
 
 
+@functools.cache
 def _lab_version() -> str | None:
     from importlib import metadata
 
@@ -127,7 +129,7 @@ class RunTracer:
     """The spans of one run object's life in this process, fed with its journal's rows."""
 
     __slots__ = (
-        "lab", "run_id", "_api", "_tracer", "_meta", "_root", "_last",
+        "lab", "run_id", "_api", "_tracer", "_meta", "_digest", "_root", "_last",
         "_segment", "_segments", "_open", "_nodes", "_tries",
     )  # fmt: skip
 
@@ -139,6 +141,8 @@ class RunTracer:
         self._api = trace
         self._tracer = provider.get_tracer(SCOPE, _lab_version())
         self._meta: dict[str, Any] | None = None
+        """Attributes of every span of the run: run id, graph, revision (and a child run's parent)."""
+        self._digest = ""
         self._root: SpanContext | None = None
         """The first segment's span context in this process: later segments are its children."""
         self._last: SpanContext | None = None
@@ -187,8 +191,8 @@ class RunTracer:
                 "graph_lab.run_id": self.run_id,
                 "graph_lab.graph": rec.graph_key,
                 "graph_lab.revision": rec.revision,
-                "graph_lab.digest": rec.digest,
             }
+            self._digest = rec.digest
             if rec.parent_run_id:
                 self._meta["graph_lab.parent_run_id"] = rec.parent_run_id
         return self._meta
@@ -215,6 +219,7 @@ class RunTracer:
             kind=trace.SpanKind.INTERNAL,
             attributes={
                 **attrs,
+                "graph_lab.digest": self._digest,
                 "graph_lab.segment": self._segments,
                 "graph_lab.resumed": earlier is not None,
                 "graph_lab.checkpoint_seq": row.get("checkpoint_seq"),
@@ -309,25 +314,27 @@ class RunTracer:
             self._nodes[row["attempt"]] = node_id
 
     def _end_station(
-        self, attempt: int | None, status: str, end: int, error: dict[str, Any] | None = None
+        self,
+        attempt: int | None,
+        status: str,
+        end: int,
+        error: dict[str, Any] | None = None,
+        attrs: dict[str, Any] | None = None,
     ) -> bool:
         span = self._open.pop(attempt, None) if attempt is not None else None
         self._nodes.pop(attempt, None)  # type: ignore[arg-type]
         if span is None:
             return False
-        span.set_attribute("graph_lab.status", status)
+        span.set_attributes({**attrs, "graph_lab.status": status} if attrs else {"graph_lab.status": status})
         if error is not None:
             _record_error(self._api, span, error, end)
         span.end(end_time=end)
         return True
 
     def _settled(self, row: dict[str, Any]) -> None:
-        span = self._open.get(row.get("attempt"))  # type: ignore[arg-type]
-        if span is not None:
-            payload = row.get("payload") or {}
-            span.set_attribute("graph_lab.settled_seq", row.get("checkpoint_seq"))
-            span.set_attribute("graph_lab.next", [str(n) for n in payload.get("next") or ()])
-        self._end_station(row.get("attempt"), "settled", _ns(row))
+        nxt = [str(n) for n in (row.get("payload") or {}).get("next") or ()]
+        attrs = {"graph_lab.settled_seq": row.get("checkpoint_seq"), "graph_lab.next": nxt}
+        self._end_station(row.get("attempt"), "settled", _ns(row), attrs=attrs)
 
     def _retry(self, row: dict[str, Any]) -> None:
         payload = row.get("payload") or {}
