@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, TracerProvider
 
     from .lab import Lab
+    from .records import RunRecord
 
 __all__ = ("observe", "run_tracer", "RunTracer", "TRACE_KEY", "SCOPE")
 
@@ -90,8 +91,13 @@ def observe(lab: Lab, tracer_provider: TracerProvider | None = None, *, enabled:
         _settings[lab.store] = tracer_provider
 
 
-def run_tracer(lab: Lab, run_id: str) -> RunTracer | None:
-    """The tracer of a run object being made, or None when its lab's runs are not traced (cheap)."""
+def run_tracer(lab: Lab, run_id: str, next_ev: int = 2, record: RunRecord | None = None) -> RunTracer | None:
+    """The tracer of a run object being made, or None when its lab's runs are not traced (cheap).
+
+    `next_ev` is the run's next event number: at most 1 (only its `started` event) means a run
+    created just now, with no earlier trace to look up. `record` (the run's row, when the caller
+    has it) spares a read of the store for the graph and revision.
+    """
     setting = _settings.get(lab.store) if _settings else None
     if setting is None:
         trace = sys.modules.get("opentelemetry.trace")
@@ -104,7 +110,10 @@ def run_tracer(lab: Lab, run_id: str) -> RunTracer | None:
         return None
     else:
         provider = setting
-    return RunTracer(lab, run_id, provider)
+    tracer = RunTracer(lab, run_id, provider, fresh=next_ev <= 1)
+    if record is not None:
+        tracer.describe(record)
+    return tracer
 
 
 @functools.cache
@@ -129,11 +138,11 @@ class RunTracer:
     """The spans of one run object's life in this process, fed with its journal's rows."""
 
     __slots__ = (
-        "lab", "run_id", "_api", "_tracer", "_meta", "_digest", "_root", "_last",
+        "lab", "run_id", "_api", "_tracer", "_meta", "_digest", "_root", "_last", "_looked",
         "_segment", "_segments", "_open", "_nodes", "_tries",
     )  # fmt: skip
 
-    def __init__(self, lab: Lab, run_id: str, provider: TracerProvider):
+    def __init__(self, lab: Lab, run_id: str, provider: TracerProvider, *, fresh: bool = False):
         from opentelemetry import trace
 
         self.lab = lab
@@ -147,6 +156,8 @@ class RunTracer:
         """The first segment's span context in this process: later segments are its children."""
         self._last: SpanContext | None = None
         """The previous segment's span context (this process), which the next one links to."""
+        self._looked = fresh
+        """Whether the run's events were searched for an earlier process's span context (a new run has none)."""
         self._segment: Span | None = None
         self._segments = 0
         self._open: dict[int, Span] = {}
@@ -184,24 +195,31 @@ class RunTracer:
 
     # -- segments ---------------------------------------------------------------------------
 
+    def describe(self, rec: RunRecord) -> None:
+        """Take the run's graph, revision and digest from its row."""
+        self._meta = {
+            "graph_lab.run_id": self.run_id,
+            "graph_lab.graph": rec.graph_key,
+            "graph_lab.revision": rec.revision,
+        }
+        self._digest = rec.digest
+        if rec.parent_run_id:
+            self._meta["graph_lab.parent_run_id"] = rec.parent_run_id
+
     def _attrs(self) -> dict[str, Any]:
         if self._meta is None:
-            rec = self.lab.store.get_run(self.run_id)
-            self._meta = {
-                "graph_lab.run_id": self.run_id,
-                "graph_lab.graph": rec.graph_key,
-                "graph_lab.revision": rec.revision,
-            }
-            self._digest = rec.digest
-            if rec.parent_run_id:
-                self._meta["graph_lab.parent_run_id"] = rec.parent_run_id
+            self.describe(self.lab.store.get_run(self.run_id))
+        assert self._meta is not None
         return self._meta
 
     def _begin(self, row: dict[str, Any]) -> None:
         trace = self._api
         attrs = self._attrs()
         links = []
-        earlier = self._last or self._stored_context()
+        earlier = self._last
+        if earlier is None and not self._looked:
+            self._looked = True
+            earlier = self._stored_context()
         if earlier is not None:
             links.append(trace.Link(earlier, {"graph_lab.link": "earlier segment of this run"}))
         if self._root is not None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import StoreError
 from .observe import run_tracer
-from .records import EventRecord
+from .records import EventRecord, RunRecord
 
 if TYPE_CHECKING:
     from .lab import Lab
@@ -31,7 +31,7 @@ class Journal:
 
     __slots__ = ("lab", "run_id", "next_ev", "stash", "undo", "observers", "sinks", "pending", "tracer")
 
-    def __init__(self, lab: Lab, run_id: str, next_ev: int):
+    def __init__(self, lab: Lab, run_id: str, next_ev: int, record: RunRecord | None = None):
         self.lab = lab
         self.run_id = run_id
         self.next_ev = next_ev
@@ -46,7 +46,7 @@ class Journal:
         """Streams: each gets every written batch of events (one journal transaction) at once."""
         self.pending: list[EventRecord] = []
         """Events built since the last write, for the observers and sinks (only while someone listens)."""
-        self.tracer = run_tracer(lab, run_id)
+        self.tracer = run_tracer(lab, run_id, next_ev, record)
         """The run's OpenTelemetry spans (lab.observe), fed every transaction before it is stored; None when off."""
 
     def event_row(
