@@ -139,7 +139,7 @@ class RunTracer:
 
     __slots__ = (
         "lab", "run_id", "_api", "_tracer", "_meta", "_digest", "_root", "_last", "_looked",
-        "_segment", "_segments", "_open", "_nodes", "_tries",
+        "_segment", "_segments", "_open", "_opened", "_next_try", "_tries",
     )  # fmt: skip
 
     def __init__(self, lab: Lab, run_id: str, provider: TracerProvider, *, fresh: bool = False):
@@ -162,10 +162,14 @@ class RunTracer:
         self._segments = 0
         self._open: dict[int, Span] = {}
         """Station spans by attempt (the `entered` event's seq)."""
-        self._nodes: dict[int, str | None] = {}
-        """The station of each open span."""
-        self._tries: dict[tuple[str | None, int | None], int] = {}
-        """Failed tries seen per (station, checkpoint): the next try's `graph_lab.retries`."""
+        self._opened: dict[int, dict[str, Any]] = {}
+        """The attributes each open station span started with."""
+        self._next_try: dict[int, tuple[dict[str, Any], int]] = {}
+        """A try that follows a retried one with no `entered` of its own (a super-step task is tried
+        again inside its step): its attributes and start, opened when a later event names it."""
+        self._tries: dict[str | None, int] = {}
+        """Failed tries of a station since it last settled or failed: its next try's `graph_lab.retries`
+        (per station, not per checkpoint: a delegated station's tries each park on a job)."""
         _arm_atexit()
 
     def __call__(self, rows: Sequence[dict[str, Any]]) -> None:
@@ -281,6 +285,7 @@ class RunTracer:
         end = _ns(row) if row is not None else time.time_ns()
         for attempt in list(self._open):
             self._end_station(attempt, "unsettled", end)
+        self._next_try.clear()
         span.set_attribute("graph_lab.status", status)
         if row is not None and row.get("checkpoint_seq") is not None:
             span.set_attribute("graph_lab.head_seq", row["checkpoint_seq"])
@@ -308,7 +313,7 @@ class RunTracer:
 
     def _entered(self, row: dict[str, Any]) -> None:
         node_id, payload = row.get("node_id"), row.get("payload") or {}
-        retries = self._tries.get((node_id, row.get("checkpoint_seq")), 0)
+        retries = self._tries.get(node_id, 0)
         attrs = {
             **self._attrs(),
             "graph_lab.node_id": node_id,
@@ -320,16 +325,31 @@ class RunTracer:
         for key in ("task", "step"):
             if key in payload:
                 attrs[f"graph_lab.{key}"] = payload[key]
+        if self._next_try:  # a serial retry: this `entered` is the next try, not a try without one
+            cp = row.get("checkpoint_seq")
+            for attempt, (was, _) in list(self._next_try.items()):
+                if was["graph_lab.node_id"] == node_id and was["graph_lab.checkpoint_seq"] == cp:
+                    del self._next_try[attempt]
+        self._open_station(row.get("attempt"), attrs, _ns(row))
+
+    def _open_station(self, attempt: int | None, attrs: dict[str, Any], start: int) -> None:
         assert self._segment is not None
         span = self._tracer.start_span(
-            f"run node {node_id}",
+            f"run node {attrs['graph_lab.node_id']}",
             context=self._api.set_span_in_context(self._segment),
             attributes=attrs,
-            start_time=_ns(row),
+            start_time=start,
         )
-        if row.get("attempt") is not None:
-            self._open[row["attempt"]] = span
-            self._nodes[row["attempt"]] = node_id
+        if attempt is not None:
+            self._open[attempt] = span
+            self._opened[attempt] = attrs
+
+    def _next_try_of(self, row: dict[str, Any]) -> None:
+        """Open the try that follows a retried one in its step, now that an event names it."""
+        attempt = row.get("attempt")
+        if self._next_try and attempt in self._next_try and attempt not in self._open:
+            attrs, start = self._next_try.pop(attempt)
+            self._open_station(attempt, attrs, start)
 
     def _end_station(
         self,
@@ -340,7 +360,7 @@ class RunTracer:
         attrs: dict[str, Any] | None = None,
     ) -> bool:
         span = self._open.pop(attempt, None) if attempt is not None else None
-        self._nodes.pop(attempt, None)  # type: ignore[arg-type]
+        self._opened.pop(attempt, None)  # type: ignore[arg-type]
         if span is None:
             return False
         span.set_attributes({**attrs, "graph_lab.status": status} if attrs else {"graph_lab.status": status})
@@ -350,19 +370,27 @@ class RunTracer:
         return True
 
     def _settled(self, row: dict[str, Any]) -> None:
+        self._next_try_of(row)
+        self._tries.pop(row.get("node_id"), None)
         nxt = [str(n) for n in (row.get("payload") or {}).get("next") or ()]
         attrs = {"graph_lab.settled_seq": row.get("checkpoint_seq"), "graph_lab.next": nxt}
         self._end_station(row.get("attempt"), "settled", _ns(row), attrs=attrs)
 
     def _retry(self, row: dict[str, Any]) -> None:
-        payload = row.get("payload") or {}
-        key = (row.get("node_id"), row.get("checkpoint_seq"))
-        self._tries[key] = int(payload["try"]) if "try" in payload else self._tries.get(key, 0) + 1
-        if not self._end_station(row.get("attempt"), "retried", _ns(row), payload.get("error") or {}):
+        self._next_try_of(row)
+        payload, attempt, at = row.get("payload") or {}, row.get("attempt"), _ns(row)
+        key = row.get("node_id")
+        tried = self._tries[key] = int(payload["try"]) if "try" in payload else self._tries.get(key, 0) + 1
+        attrs = self._opened.get(attempt)  # type: ignore[arg-type]
+        if not self._end_station(attempt, "retried", at, payload.get("error") or {}):
             assert self._segment is not None
-            self._segment.add_event("retry", self._event_attrs(row), timestamp=_ns(row))
+            self._segment.add_event("retry", self._event_attrs(row), timestamp=at)
+        elif attrs is not None and attempt is not None:
+            self._next_try[attempt] = ({**attrs, "graph_lab.try": tried + 1, "graph_lab.retries": tried}, at)
 
     def _failed(self, row: dict[str, Any]) -> None:
+        self._next_try_of(row)
+        self._tries.pop(row.get("node_id"), None)
         payload = row.get("payload") or {}
         end = _ns(row)
         if not self._end_station(row.get("attempt"), "failed", end, payload):
@@ -376,6 +404,7 @@ class RunTracer:
         self._end_segment(row, "failed")
 
     def _waiting(self, row: dict[str, Any]) -> None:
+        self._next_try_of(row)
         end = _ns(row)
         span = self._open.get(row.get("attempt"))  # type: ignore[arg-type]
         target = span if span is not None else self._segment
@@ -385,6 +414,7 @@ class RunTracer:
         self._end_segment(row, "waiting")
 
     def _stop(self, row: dict[str, Any]) -> None:
+        self._next_try_of(row)
         end = _ns(row)
         kind = row["kind"]
         if kind != "done":
@@ -396,13 +426,18 @@ class RunTracer:
 
     def _note(self, row: dict[str, Any]) -> None:
         """Progress and warnings: events on the station's span (the segment's if none is open)."""
+        self._next_try_of(row)
         node_id = row.get("node_id")
-        span = next((s for a, s in reversed(self._open.items()) if self._nodes.get(a) == node_id), None)
+        span = next(
+            (s for a, s in reversed(self._open.items()) if self._opened[a]["graph_lab.node_id"] == node_id),
+            None,
+        )
         target = span if span is not None else self._segment
         assert target is not None
         target.add_event(row["kind"], self._event_attrs(row), timestamp=_ns(row))
 
     def _dropped(self, row: dict[str, Any]) -> None:
+        self._next_try_of(row)
         if not self._end_station(row.get("attempt"), "dropped", _ns(row)):
             assert self._segment is not None
             self._segment.add_event("dropped", self._event_attrs(row), timestamp=_ns(row))
