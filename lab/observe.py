@@ -139,7 +139,7 @@ class RunTracer:
 
     __slots__ = (
         "lab", "run_id", "_api", "_tracer", "_meta", "_digest", "_root", "_last", "_looked",
-        "_segment", "_segments", "_open", "_opened", "_next_try", "_tries",
+        "_segment", "_segments", "_open", "_opened", "_next_try", "_tries", "_current", "_entered_now",
     )  # fmt: skip
 
     def __init__(self, lab: Lab, run_id: str, provider: TracerProvider, *, fresh: bool = False):
@@ -170,6 +170,9 @@ class RunTracer:
         self._tries: dict[str | None, int] = {}
         """Failed tries of a station since it last settled or failed: its next try's `graph_lab.retries`
         (per station, not per checkpoint: a delegated station's tries each park on a job)."""
+        self._current: tuple[int, Any, Any] | None = None
+        """The station span made current while its node runs: (attempt, context token, context)."""
+        self._entered_now: list[int] = []
         _arm_atexit()
 
     def __call__(self, rows: Sequence[dict[str, Any]]) -> None:
@@ -183,6 +186,8 @@ class RunTracer:
             log.exception("tracing run %s failed; its trace may miss spans", self.run_id)
 
     def _feed(self, rows: Sequence[dict[str, Any]]) -> None:
+        entered = self._entered_now
+        entered.clear()
         for row in rows:
             if row.get("t") != "ev" or row.get("run_id") != self.run_id:
                 continue
@@ -196,6 +201,29 @@ class RunTracer:
                 handler(self, row)
             elif self._segment is not None:
                 self._segment.add_event(kind, self._event_attrs(row), timestamp=_ns(row))
+        if len(entered) == 1 and entered[0] in self._open:
+            self._make_current(entered[0])
+
+    def _make_current(self, attempt: int) -> None:
+        """Make the station's span the current span of the drive, so the node's own spans (a
+        pydantic-ai agent's, `logfire.span`) are its children: the node's task copies the context
+        when it starts, as it copies the station's context. Only for one station at a time: a
+        super-step's tasks share the drive's context, so their spans stay children of the run's."""
+        from opentelemetry import context
+
+        self._release()
+        ctx = self._api.set_span_in_context(self._open[attempt])
+        self._current = (attempt, context.attach(ctx), ctx)
+
+    def _release(self) -> None:
+        """Put back the drive's context as it was before the station (in the drive that set it only)."""
+        current, self._current = self._current, None
+        if current is None:
+            return
+        from opentelemetry import context
+
+        if context.get_current() is current[2]:
+            context.detach(current[1])
 
     # -- segments ---------------------------------------------------------------------------
 
@@ -286,6 +314,7 @@ class RunTracer:
         for attempt in list(self._open):
             self._end_station(attempt, "unsettled", end)
         self._next_try.clear()
+        self._release()
         span.set_attribute("graph_lab.status", status)
         if row is not None and row.get("checkpoint_seq") is not None:
             span.set_attribute("graph_lab.head_seq", row["checkpoint_seq"])
@@ -330,9 +359,11 @@ class RunTracer:
             for attempt, (was, _) in list(self._next_try.items()):
                 if was["graph_lab.node_id"] == node_id and was["graph_lab.checkpoint_seq"] == cp:
                     del self._next_try[attempt]
-        self._open_station(row.get("attempt"), attrs, _ns(row))
+        self._open_station(row.get("attempt"), attrs, _ns(row), from_entered=True)
 
-    def _open_station(self, attempt: int | None, attrs: dict[str, Any], start: int) -> None:
+    def _open_station(
+        self, attempt: int | None, attrs: dict[str, Any], start: int, *, from_entered: bool = False
+    ) -> None:
         assert self._segment is not None
         span = self._tracer.start_span(
             f"run node {attrs['graph_lab.node_id']}",
@@ -343,6 +374,8 @@ class RunTracer:
         if attempt is not None:
             self._open[attempt] = span
             self._opened[attempt] = attrs
+            if from_entered:
+                self._entered_now.append(attempt)
 
     def _next_try_of(self, row: dict[str, Any]) -> None:
         """Open the try that follows a retried one in its step, now that an event names it."""
@@ -363,6 +396,8 @@ class RunTracer:
         self._opened.pop(attempt, None)  # type: ignore[arg-type]
         if span is None:
             return False
+        if self._current is not None and self._current[0] == attempt:
+            self._release()
         span.set_attributes({**attrs, "graph_lab.status": status} if attrs else {"graph_lab.status": status})
         if error is not None:
             _record_error(self._api, span, error, end)

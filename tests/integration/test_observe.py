@@ -14,14 +14,17 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
+from pydantic_graph import BaseNode, End, GraphRunContext
 
 import tests.integration.parallel_graphs as pg
 from lab import Lab, Retry
@@ -30,6 +33,25 @@ from tests.integration.control_graphs import Laps, Prep, Script, flaky
 from tests.integration.gate_graphs import Draft, Mail, declare_mail
 
 WORKER = Path(__file__).with_name("observe_worker.py")
+
+USER: dict[str, Any] = {}
+"""The tracer a node's own code uses (a user's: pydantic-ai's, logfire.span, their own)."""
+
+
+@dataclass
+class Measure(BaseNode[Laps, None, int]):
+    async def run(self, ctx: GraphRunContext[Laps, None]) -> Report:
+        with USER["tracer"].start_as_current_span("user work") as span:
+            span.set_attribute("count", ctx.state.count)
+            ctx.state.count += 1
+        return Report()
+
+
+@dataclass
+class Report(BaseNode[Laps, None, int]):
+    async def run(self, ctx: GraphRunContext[Laps, None]) -> End[int]:
+        with USER["tracer"].start_as_current_span("user report"):
+            return End(ctx.state.count)
 
 
 @pytest.fixture
@@ -204,6 +226,35 @@ def test_a_parallel_steps_tasks_are_sibling_spans(lab: Lab, exporter: InMemorySp
     assert {s.attributes["graph_lab.settled_seq"] for s in squares} == {2}  # type: ignore[index]
     # entered together, before any of them settled
     assert max(s.start_time for s in squares) <= min(s.end_time for s in squares)  # type: ignore[type-var]
+
+
+def test_a_nodes_own_spans_are_children_of_its_station_span(lab: Lab, exporter: InMemorySpanExporter) -> None:
+    """While a node runs its station span is current, so the spans its code opens nest under it;
+    after the drive the caller's context is as it was (no span of the run is left current)."""
+    provider = TracerProvider(shutdown_on_exit=False)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    USER["tracer"] = provider.get_tracer("user code")
+    g = lab.graph("measured", state_type=Laps, output_type=int)
+    g.node(Measure)
+    g.node(Report)
+    run = g.start(Measure(), state=Laps())
+    run.step()
+    assert not trace.get_current_span().get_span_context().is_valid  # nothing leaks to the caller
+    run.run()
+    assert run.status == "done" and run.output == 1
+    assert not trace.get_current_span().get_span_context().is_valid
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert parent_id(spans["user work"]) == spans["run node Measure"].context.span_id
+    assert parent_id(spans["user report"]) == spans["run node Report"].context.span_id
+    assert spans["user work"].context.trace_id == spans["run graph measured"].context.trace_id
+    with USER["tracer"].start_as_current_span(
+        "my experiment"
+    ) as mine:  # a span of the caller's holds the run
+        again = g.start(Measure(), state=Laps())
+        again.run()
+    [second] = [s for s in exporter.get_finished_spans() if s.name == "run graph measured"][1:]
+    assert parent_id(second) == mine.get_span_context().span_id
+    provider.shutdown()
 
 
 def test_tracing_off_leaves_a_run_without_a_tracer(tmp_path: Path) -> None:

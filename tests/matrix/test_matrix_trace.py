@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -20,6 +21,7 @@ from opentelemetry.trace import StatusCode
 from lab import Lab
 
 from .cases import FAILS_BEFORE_SUCCESS, KINDS, case_named
+from .test_matrix import _parent
 
 pytestmark = pytest.mark.parametrize("kind", KINDS)
 
@@ -94,3 +96,30 @@ def test_trace_retry(traced: tuple[Lab, InMemorySpanExporter], kind: str) -> Non
     want = ["waiting", "settled"] if kind == "agent" else ["settled"]
     assert [s.attributes["graph_lab.status"] for s in after] == want, kind  # type: ignore[index]
     assert sorted(s.attributes["graph_lab.retries"] for s in retried) == list(range(FAILS_BEFORE_SUCCESS))  # type: ignore[index]
+
+
+def test_trace_subgraph_child(traced: tuple[Lab, InMemorySpanExporter], kind: str) -> None:
+    """A run of this kind as a `run_subgraph` child: its run span is a child of the parent's station
+    span (one trace), and the parent's next station is not left under the child's spans."""
+    lab, exporter = traced
+    parent = _parent(lab, kind, "plain")
+    parent.run()
+    assert parent.status == "done", (kind, parent.error)
+    assert not trace.get_current_span().get_span_context().is_valid  # nothing left current here
+    spans = exporter.get_finished_spans()
+    [call] = [s for s in spans if s.name == "run node CallChild"]
+    [report] = [s for s in spans if s.name == "run node Report"]
+    [parent_run] = [s for s in spans if s.name.startswith("run graph parent_of_")]
+    # the child's first run span (a later one, after a wait, is a child of that first one)
+    children = [
+        s
+        for s in spans
+        if s.name.startswith("run graph ") and s is not parent_run and s.attributes["graph_lab.segment"] == 1  # type: ignore[index]
+    ]
+    assert children and all(
+        c.parent is not None and c.parent.span_id == call.context.span_id for c in children
+    ), kind
+    assert {s.context.trace_id for s in spans} == {parent_run.context.trace_id}
+    assert report.parent is not None and report.parent.span_id == parent_run.context.span_id
+    child_ids = {c.attributes["graph_lab.run_id"] for c in children}  # type: ignore[index]
+    assert {c.attributes.get("graph_lab.parent_run_id") for c in children} == {parent.id}, (kind, child_ids)  # type: ignore[union-attr]
