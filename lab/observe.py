@@ -63,8 +63,6 @@ _open_segments: set[RunTracer] = set()
 """Tracers with a segment open, held until it ends (or the interpreter exits) even if their run is gone."""
 _atexit_armed = False
 
-_STOPS = frozenset({"waiting", "done", "failed", "cancelled", "interrupted"})
-"""Events after which a run does not go on by itself: they end the segment."""
 _BEGINS = frozenset(
     {"entered", "verdict", "resumed", "retry", "failed", "done", "waiting", "cancelled", "interrupted"}
 )
@@ -130,8 +128,13 @@ def _ns(row: dict[str, Any]) -> int:
     return int(float(row.get("created_at") or time.time()) * 1e9)
 
 
+_TEXT_LIMIT = 4096
+"""Longest text attribute the lab sets (a wait's details, an answer): a span is not a store."""
+
+
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
+    text = value if isinstance(value, str) else json.dumps(value, default=str, sort_keys=True)
+    return text if len(text) <= _TEXT_LIMIT else text[: _TEXT_LIMIT - 1] + "…"
 
 
 class RunTracer:
@@ -335,9 +338,7 @@ class RunTracer:
             out["graph_lab.checkpoint_seq"] = row["checkpoint_seq"]
         for key, value in (row.get("payload") or {}).items():
             if key != TRACE_KEY and value is not None:
-                out[f"graph_lab.{key}"] = (
-                    value if isinstance(value, str | bool | int | float) else _text(value)
-                )
+                out[f"graph_lab.{key}"] = value if isinstance(value, bool | int | float) else _text(value)
         return out
 
     def _entered(self, row: dict[str, Any]) -> None:
