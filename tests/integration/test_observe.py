@@ -134,6 +134,28 @@ def test_a_failed_station_records_its_exception(lab: Lab, exporter: InMemorySpan
     assert [s.name for s in spans if s.name.startswith("run node")] == ["run node Prep", "run node Flaky"]
 
 
+def test_a_run_level_failure_is_recorded_on_the_run_span(lab: Lab, exporter: InMemorySpanExporter) -> None:
+    """A bound (the step limit) fails the run, not a station: the run span has the exception; going
+    on from the head is the next run span of the same trace, linked to the failed one."""
+    g = flaky(lab)
+    run = g.start(Prep(), state=Laps(), deps=Script([None]), step_limit=1)
+    run.run()
+    assert run.status == "failed"
+    [failed] = by_name(exporter.get_finished_spans(), "run graph ")
+    assert failed.status.status_code is StatusCode.ERROR and failed.attributes["graph_lab.status"] == "failed"  # type: ignore[index]
+    [exc] = [e for e in failed.events if e.name == "exception"]
+    assert dict(exc.attributes or {})["exception.type"] == "lab.errors.StepLimitError"
+    assert [
+        s.attributes["graph_lab.status"] for s in by_name(exporter.get_finished_spans(), "run node ")
+    ] == ["settled"]  # type: ignore[index]
+    run.run(step_limit=None)
+    assert run.status == "done"
+    first, second = by_name(exporter.get_finished_spans(), "run graph ")
+    assert second.context.trace_id == first.context.trace_id and parent_id(second) == first.context.span_id
+    assert [link.context.span_id for link in second.links] == [first.context.span_id]
+    assert second.attributes["graph_lab.status"] == "done" and second.status.status_code is StatusCode.UNSET  # type: ignore[index]
+
+
 def test_a_retried_station_is_one_span_per_try(lab: Lab, exporter: InMemorySpanExporter) -> None:
     g = flaky(lab, retry=Retry(max_attempts=3))
     run = g.start(Prep(), state=Laps(), deps=Script([ValueError("try 1"), KeyError("try 2"), None]))
