@@ -3,9 +3,10 @@
 Every test gives its lab an SDK `TracerProvider` whose spans go to the SDK's `InMemorySpanExporter`
 (`lab.observe(tracer_provider=...)`), runs a real graph on a DuckDB file, and reads the finished
 spans: the tree (a run span, station spans under it), the attributes, a failed station's
-exception, a retried station (one span per try), a wait as a span event, a parallel step's tasks
-as sibling spans, and a run resumed in this process after another process (configured the way a
-user configures OpenTelemetry: a global provider) left it, linked to that process's trace.
+exception, a run-level failure, a retried station (one span per try), a wait as a span event, a
+parallel step's tasks as sibling spans, a node's own spans nested under its station's, tracing
+off, and a run resumed in this process after another process (configured the way a user
+configures OpenTelemetry: a global provider) left it, linked to that process's trace.
 """
 
 from __future__ import annotations
