@@ -557,6 +557,12 @@ class Lab:
     def fork_stream(self, run_id: str, seq: int | None = None, *, state: Any = None, revision: int | str | None = None, **stream: Any) -> ColdStream:
         """`fork(run_id, seq, ...)` and `stream(...)` in one call, cold: nothing is forked until it is iterated (seed 003 forkStream)."""
         return ColdStream(lambda: self.fork(run_id, seq, state=state, revision=revision), lambda run: run.stream(**stream))
+    def observe(self, tracer_provider: Any = None, *, enabled: bool = True) -> None:
+        """OpenTelemetry traces of this lab's runs: automatic when a provider is configured, this
+        `tracer_provider`, or off (`enabled=False`); for runs opened from now on (docs/observe.md)."""
+        from .observe import observe
+
+        observe(self, tracer_provider, enabled=enabled)
 
     def __repr__(self) -> str:
         return f"<Lab {redact(self.path)} graphs={list(self._graphs)}>"

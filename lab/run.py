@@ -83,7 +83,7 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
         self._pending = pending
         self._state_json = state_json
         self._next_cp = next_cp
-        self._journal = Journal(lab, record.run_id, next_ev)
+        self._journal = Journal(lab, record.run_id, next_ev, record)
         """The run's event numbering and writes (lab.run_writes), and who hears of them."""
         self._unflushed = 0
         self._busy = threading.Lock()

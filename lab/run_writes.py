@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .errors import StoreError
-from .records import EventRecord
+from .observe import run_tracer
+from .records import EventRecord, RunRecord
 
 if TYPE_CHECKING:
     from .lab import Lab
@@ -28,9 +29,9 @@ log = logging.getLogger("lab.run")
 class Journal:
     """Event rows and writes of one run (`run.id`) to its lab's store."""
 
-    __slots__ = ("lab", "run_id", "next_ev", "stash", "undo", "observers", "sinks", "pending")
+    __slots__ = ("lab", "run_id", "next_ev", "stash", "undo", "observers", "sinks", "pending", "tracer")
 
-    def __init__(self, lab: Lab, run_id: str, next_ev: int):
+    def __init__(self, lab: Lab, run_id: str, next_ev: int, record: RunRecord | None = None):
         self.lab = lab
         self.run_id = run_id
         self.next_ev = next_ev
@@ -45,6 +46,8 @@ class Journal:
         """Streams: each gets every written batch of events (one journal transaction) at once."""
         self.pending: list[EventRecord] = []
         """Events built since the last write, for the observers and sinks (only while someone listens)."""
+        self.tracer = run_tracer(lab, run_id, next_ev, record)
+        """The run's OpenTelemetry spans (lab.observe), fed every transaction before it is stored; None when off."""
 
     def event_row(
         self,
@@ -99,6 +102,8 @@ class Journal:
         if self.stash:
             rows, self.stash = [*self.stash, *rows], []
             undo, self.undo = self.undo, None
+        if self.tracer is not None:
+            self.tracer(rows)
         try:
             self.lab.store.write(rows, sync=sync)
         except StoreError:

@@ -15,7 +15,11 @@ One process, one graph (`common.Loop`, a node that counts to N and ends), severa
   hand-over between the two loops;
 * `lab_step_fsync` — `run.run()` on a DuckDB file opened with `Lab(path, fsync=True)`, step
   durability: every settled boundary reaches the disk (one `fdatasync` each) before the next
-  station runs.
+  station runs;
+* `lab_trace_off`, `lab_trace_on` — `lab_step` with OpenTelemetry tracing (lab/observe.py)
+  turned off (`lab.observe(enabled=False)`: what every run pays when no provider is configured)
+  and on (`lab.observe(provider)`: an SDK `TracerProvider` with a `BatchSpanProcessor` whose
+  exporter drops the spans, so the row is the lab's span building, not an exporter's network).
 
 Per-station time is the wall time of a whole N-visit run divided by N. Every variant is timed
 R times, round-robin (variant A, B, C, ... then again), so machine noise hits them alike; the
@@ -95,6 +99,11 @@ VARIANTS: tuple[Variant, ...] = (
         STEP_TARGET,
     ),
     Variant("lab_step_fsync", 'lab, step, `Lab(path, fsync=True)`, DuckDB file, `run.run()`', FSYNC_TARGET),
+    Variant("lab_trace_off", "lab, step, DuckDB file, `run.run()`, tracing off (`lab.observe(enabled=False)`)", STEP_TARGET),
+    Variant(
+        "lab_trace_on",
+        "lab, step, DuckDB file, `run.run()`, traced (`lab.observe(provider)`: SDK provider, batch processor, spans dropped)",
+    ),
 )
 """Every variant, in report order. The floor is first; ratios are to its median."""
 
@@ -393,9 +402,11 @@ def _setup(
     keys: list[str], visits: int, root: str, runner: asyncio.Runner, labs: list[Any], postgres: str | None = None
 ) -> dict[str, Measure]:
     """Build each variant's graph (and lab) once; return its one-run measure by key."""
-    def lab_graph(path: str, durability: str, fsync: bool = False) -> Any:
+    def lab_graph(path: str, durability: str, fsync: bool = False, trace: Any = None) -> Any:
         lab = Lab(path, durability=durability, fsync=fsync)  # type: ignore[arg-type]
         labs.append(lab)
+        if trace is not None:
+            lab.observe(trace or None, enabled=trace is not False)
         return declare(lab)
 
     # The memory lab also supplies the native graph for the floor: `built.native` is the very
@@ -410,9 +421,13 @@ def _setup(
         graph = idiomatic_graph()
         return lambda: runner.run(run_idiomatic(graph, visits))
 
-    def lab_sync(name: str | None, durability: str, fsync: bool = False) -> Callable[[], Measure]:
+    def lab_sync(name: str | None, durability: str, fsync: bool = False, trace: Any = None) -> Callable[[], Measure]:
         def make() -> Measure:
-            g = mem_graph if name is None else lab_graph(os.path.join(root, f"{name}.duckdb"), durability, fsync)
+            if name is None:
+                g = mem_graph
+            else:
+                tracing = trace() if callable(trace) else trace
+                g = lab_graph(os.path.join(root, f"{name}.duckdb"), durability, fsync, tracing)
             return lambda: run_lab_sync(g, visits)
 
         return make
@@ -429,6 +444,8 @@ def _setup(
         "lab_memory": lab_sync(None, "step"),
         "lab_step_async": lab_async,
         "lab_step_fsync": lab_sync("step_fsync", "step", fsync=True),
+        "lab_trace_off": lab_sync("trace_off", "step", trace=False),
+        "lab_trace_on": lab_sync("trace_on", "step", trace=dropping_tracer_provider),
     }
     if postgres:
 
@@ -440,6 +457,20 @@ def _setup(
 
         makers["lab_postgres"] = lab_postgres
     return {key: makers[key]() for key in keys}
+
+
+def dropping_tracer_provider() -> Any:
+    """An OpenTelemetry SDK provider as a user configures one (a batch processor), whose exporter drops spans."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Dropping(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Dropping()))
+    return provider
 
 
 def _measure(result: VariantResult, fn: Measure, *, record: bool) -> None:
