@@ -232,6 +232,8 @@ class WorkflowGraph(LabGraph):
         self._declared_policies: set[str] = set()
         self.sessions: dict[str, SessionFolder] = {}
         """The session folders kept current (`wf.export`, `wf.resume`), by run id."""
+        self.root: str | None = None
+        """The engineering root: when set, every session folder lives under it (lab/workflow/addressing.py)."""
         self.define(definition, workers)
 
     def define(self, definition: Definition, workers: Mapping[str, Worker]) -> None:
@@ -348,6 +350,10 @@ class WorkflowGraph(LabGraph):
             facts = repo_facts(repo) if isinstance(repo, str | os.PathLike) else repo
             bag = seed(self.definition.variables, user_request=user_request, repo=facts, variables=variables)
             start_state = self.state_type(variables=bag)
+        if folder is not None:
+            from .session import planning_folder
+
+            folder = planning_folder(self, folder)  # a folder outside the engineering root: refused before the run exists
         run = super().start(self.station(entry)(), state=start_state, deps=deps, **options)
         if folder is not None:
             self.export(run, folder)
@@ -402,7 +408,8 @@ class WorkflowGraph(LabGraph):
     def resume(
         self, folder: str | os.PathLike[str], *, user_request: str | None = None, deps: Any = None
     ) -> Run:
-        """Continue the run a session folder holds (its seal verified first); see `session.resume`."""
+        """Continue the run a session folder holds (its seal verified first); see `session.resume`.
+        `folder` may be the session's 6-character `session_index` instead (lab/workflow/addressing.py)."""
         from .session import resume
 
         return resume(self, folder, user_request=user_request, deps=deps)
