@@ -41,7 +41,7 @@ from ..manifest import source_fingerprint
 from .bag import Bag, repo_facts, seed
 from .definition import END, Activity, Checkpoint, Definition, load
 from .errors import BagError, ChoiceError
-from .exits import ExitTaken, check_manifest, choose_exit, holds
+from .exits import ExitTaken, active_steps, check_manifest, choose_exit, holds
 from .policy import CONSENT_OPTIONS, retry_policy
 from .state import TrailEntry, WorkflowState
 
@@ -73,6 +73,12 @@ class ActivityContext:
     @property
     def user_request(self) -> str | None:
         return self.variables.get("user_request")
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """The activity's top-level steps to do: the ungated ones and the gated ones whose `when` holds
+        on the bag this worker was handed (seed 004: step gates branch on the activation variables)."""
+        return active_steps(self.activity, self.variables)
 
 
 @dataclass(frozen=True)
@@ -123,14 +129,16 @@ async def _run_activity(node: ActivityNode, ctx: GraphRunContext[WorkflowState, 
     if taken is None:
         worker = wf.workers.get(act.id)
         manifest: Sequence[Any] | None = None
+        handed: dict[str, Any] | None = None
         if worker is not None:
-            result = worker(ActivityContext(act, MappingProxyType(dict(bag.values)), ctx.deps))
+            handed = dict(bag.values)  # the bag the worker is handed: step gates are evaluated on it
+            result = worker(ActivityContext(act, MappingProxyType(dict(handed)), ctx.deps))
             if inspect.isawaitable(result):
                 result = await result
             outcome = _outcome(act, result)
             bag.write(outcome.variables, by=f"activity {act.id}'s worker", allowed=act.writes)
             manifest = outcome.step_manifest
-        for message in check_manifest(act, manifest):
+        for message in check_manifest(act, manifest, handed):
             warn(message, activity=act.id, check="step_manifest")
         taken = choose_exit(act, bag.values) if act.exits else None
     dest = definition.destination(act.id, taken.exit) if taken is not None else END
