@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from .attempts import wait_attempt
 from .budgets import (
     MAX_CAPABILITY_RESUMES,
     MAX_CONSECUTIVE_REQUESTS,
@@ -192,6 +193,7 @@ class Waits:
             self._event_row(
                 "verdict",
                 node_id=w.node_id,
+                attempt=wait_attempt(lambda: store.events(self.id, kind="waiting"), w.owner),
                 checkpoint_seq=w.checkpoint_seq,
                 payload={"kind": w.kind, "owner": w.owner, **(w.resolution or {}), "answered_elsewhere": True},
             )
@@ -250,6 +252,7 @@ class Waits:
                     self._event_row(
                         "verdict",
                         node_id=wait.node_id,
+                        attempt=wait_attempt(lambda: store.events(self.id, kind="waiting"), wait.owner),
                         checkpoint_seq=wait.checkpoint_seq,
                         payload={"kind": wait.kind, "owner": wait.owner, **resolution},
                     ),

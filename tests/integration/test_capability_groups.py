@@ -105,3 +105,19 @@ def test_two_capabilities_asked_by_one_group_are_both_counted(tmp_path) -> None:
         run.run(raise_on_failure=False)
         assert run.status == "failed" and "CapabilityBudgetError" in run.error["type"]
         assert f"{other!r} 2 times in a row" in run.error["message"]
+
+
+def test_a_grant_event_carries_the_attempt_it_admits(tmp_path) -> None:
+    """Seed 001: "Each node attempt gets a process-local station-attempt correlation and an entered, settled,
+    waiting (hardware/consent/delegate), or failed event ... Dispatch adds its grant event only after lease
+    admission; Orchestrator events retain the station-attempt correlation." The grant's `verdict` event
+    carries the attempt of the try that parked (its `entered` and `waiting` events' attempt)."""
+    with Lab(tmp_path / "lab.duckdb") as lab:
+        run = _graph(lab, OneInGroup).start(OneInGroup(), state=Rig()).run()
+        run.grant("gpu", "gpu-0")
+        (waiting,) = run.events("waiting")
+        (verdict,) = run.events("verdict")
+        assert verdict.attempt is not None and verdict.attempt == waiting.attempt
+        assert waiting.attempt in {e.attempt for e in run.events("entered")}
+        run.run()
+        assert run.status == "done"
