@@ -87,6 +87,9 @@ class ActivityResult:
 
     variables: Mapping[str, Any] = field(default_factory=dict)
     step_manifest: Sequence[Any] | None = None
+    documents: Sequence[str] = ()
+    """The documents the worker produced (paths, as it names them; seed 004: "The worker reports the
+    documents it produced"): listed in the run's trail, session.json and the README's Progress table."""
 
 
 class ActivityNode(BaseNode[WorkflowState, Any, dict[str, Any]]):
@@ -109,6 +112,7 @@ async def _run_activity(node: ActivityNode, ctx: GraphRunContext[WorkflowState, 
     act = definition.activities[type(node).__activity__]
     bag = Bag(definition.variables, ctx.state.variables)
     taken: ExitTaken | None = None
+    documents: tuple[str, ...] = ()
     for cp in act.checkpoints:
         if cp.when is not None and not holds(
             cp.when, bag.values, where=f"activity {act.id} checkpoint {cp.id}"
@@ -138,6 +142,7 @@ async def _run_activity(node: ActivityNode, ctx: GraphRunContext[WorkflowState, 
             outcome = _outcome(act, result)
             bag.write(outcome.variables, by=f"activity {act.id}'s worker", allowed=act.writes)
             manifest = outcome.step_manifest
+            documents = outcome.documents
         for message in check_manifest(act, manifest, handed):
             warn(message, activity=act.id, check="step_manifest")
         taken = choose_exit(act, bag.values) if act.exits else None
@@ -150,6 +155,7 @@ async def _run_activity(node: ActivityNode, ctx: GraphRunContext[WorkflowState, 
             exit=taken.exit if taken else None,
             reason=taken.reason if taken else "last",
             to=dest,
+            documents=documents,
         ),
     ]
     if dest == END:
@@ -197,20 +203,23 @@ def checkpoint_details(act: Activity, cp: Checkpoint) -> dict[str, Any]:
 def _outcome(act: Activity, result: Any) -> ActivityResult:
     if result is None:
         return ActivityResult()
-    if isinstance(result, ActivityResult):
-        return result
     if isinstance(result, Mapping):
-        unknown = set(result) - {"variables", "step_manifest"}
+        unknown = set(result) - {"variables", "step_manifest", "documents"}
         if unknown:
             raise BagError(
                 f"activity {act.id}'s worker returned keys {sorted(unknown)}; return "
-                "{'variables': {...}, 'step_manifest': [...]} or an ActivityResult"
+                "{'variables': {...}, 'step_manifest': [...], 'documents': [...]} or an ActivityResult"
             )
-        return ActivityResult(result.get("variables") or {}, result.get("step_manifest"))
-    raise BagError(
-        f"activity {act.id}'s worker returned a {type(result).__name__}; return an ActivityResult, "
-        "a dict {'variables': {...}, 'step_manifest': [...]}, or None"
-    )
+        result = ActivityResult(result.get("variables") or {}, result.get("step_manifest"), result.get("documents") or ())
+    if not isinstance(result, ActivityResult):
+        raise BagError(
+            f"activity {act.id}'s worker returned a {type(result).__name__}; return an ActivityResult, "
+            "a dict {'variables': {...}, 'step_manifest': [...], 'documents': [...]}, or None"
+        )
+    docs = result.documents
+    if isinstance(docs, str) or not all(isinstance(d, str) and d for d in docs):
+        raise BagError(f"activity {act.id}'s worker reported documents {docs!r}; report a list of their paths (non-empty strings)")
+    return result if isinstance(docs, tuple) else ActivityResult(result.variables, result.step_manifest, tuple(docs))
 
 
 # -- the graph ---------------------------------------------------------------------------------

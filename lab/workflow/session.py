@@ -74,6 +74,8 @@ class ProgressRow(BaseModel):
     status: Literal["in progress", "waiting", "complete", "failed", "pending", "cancelled"]
     exit: str | None = None
     next: str | None = None
+    documents: list[str] = []
+    """The documents the activity's worker reported (in session.json only when there are some)."""
 
 
 class WorkflowRef(BaseModel):
@@ -253,7 +255,7 @@ def _finish_interrupted_write(key: bytes, token_path: str, body: bytes) -> bool:
 
 def _progress(run: Run, trail: list[TrailEntry]) -> list[ProgressRow]:
     rows = [
-        ProgressRow(n=i + 1, activity=t.activity, status="complete", exit=t.exit, next=t.to)
+        ProgressRow(n=i + 1, activity=t.activity, status="complete", exit=t.exit, next=t.to, documents=list(t.documents))
         for i, t in enumerate(trail)
     ]
     status = run.status
@@ -298,16 +300,20 @@ def document(wf: WorkflowGraph, run: Run, resumed_from: list[str]) -> dict[str, 
         "checkpoint": ask,
         "variables": dict(state.variables) if state is not None else {},
         "trail": [t.model_dump() for t in trail],
-        "progress": [r.model_dump() for r in _progress(run, trail)],
+        "progress": [r.model_dump(exclude=set() if r.documents else {"documents"}) for r in _progress(run, trail)],
         "updated_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
     }
 
 
 def progress_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| # | Activity | Status | Exit | Next |", "| --- | --- | --- | --- | --- |"]
+    """The README's Progress table; a Documents column once a worker reported some (seed 004: the
+    documents an activity produces are among the notes of the run)."""
+    docs = any(r.get("documents") for r in rows)
+    lines = ["| # | Activity | Status | Exit | Next |" + (" Documents |" if docs else ""), "| --- | --- | --- | --- | --- |" + (" --- |" if docs else "")]
     for r in rows:
+        listed = f" {', '.join(r.get('documents') or [])} |" if docs else ""
         lines.append(
-            f"| {r['n']} | {r['activity']} | {r['status']} | {r.get('exit') or ''} | {r.get('next') or ''} |"
+            f"| {r['n']} | {r['activity']} | {r['status']} | {r.get('exit') or ''} | {r.get('next') or ''} |{listed}"
         )
     return "\n".join(lines)
 

@@ -87,3 +87,44 @@ def test_a_session_is_addressed_by_its_session_index_and_lives_under_the_enginee
         with pytest.raises(SessionStoreError) as missing:
             wf.resume("abcdef" if index != "abcdef" else "fedcba")
         assert missing.value.code == "UNKNOWN_SESSION"
+
+
+def test_the_documents_a_worker_reports_are_listed_in_the_run_notes(tmp_path: Path) -> None:
+    """Seed 004: "The notes of the run — the progress README, the session files, and the documents an
+    activity produces — stay in that folder ... The worker reports the documents it produced and does not
+    edit the table." A worker returns `documents`; they are kept in the run's trail (checkpointed), listed
+    on the activity's row of session.json and in a Documents column of the README's Progress table, and
+    they survive a resume from the folder into a store that never held the run."""
+    folder = tmp_path / "plans"
+    base = workers([(1, False)])
+
+    def review(ctx):
+        out = base["review"](ctx)
+        (folder / f"review-{len(list(folder.glob('review-*.md'))) + 1}.md").write_text("# findings\n")
+        return {"variables": dict(out.variables), "step_manifest": out.step_manifest,
+                "documents": [f"review-{len(list(folder.glob('review-*.md')))}.md"]}  # fmt: skip
+
+    with Lab(tmp_path / "lab.duckdb") as lab:
+        wf = lab.workflow(FLOW, workers={**base, "review": review})
+        run = wf.start(user_request="review PR 12", folder=folder)
+        run.run()
+        wf.choose(run, "deep")
+        run.run(max_steps=2)  # triage, then review (reports review-1.md); fix is next
+        assert [t.documents for t in run.state.trail] == [(), ("review-1.md",)]
+        rows = json.loads((folder / "session.json").read_text())["progress"]
+        assert rows[1]["documents"] == ["review-1.md"] and "documents" not in rows[0]
+        header = next(ln for ln in (folder / "README.md").read_text().splitlines() if ln.startswith("| #"))
+        assert header.endswith("| Documents |") and _rows(folder)[1][5] == "review-1.md"
+    with Lab(tmp_path / "other.duckdb") as lab:  # the session's own state carries them on
+        wf = lab.workflow(FLOW, workers={**base, "review": review})
+        resumed = wf.resume(folder)
+        resumed.run()
+        assert resumed.status == "done"
+        assert [t.documents for t in resumed.state.trail] == [(), ("review-1.md",), (), ("review-2.md",)]
+        assert [r[5] for r in _rows(folder)] == ["", "review-1.md", "", "review-2.md"]
+        bad = lab.workflow(FLOW, workers={**base, "review": lambda ctx: {"documents": "notes.md"}})
+        failed = bad.start(user_request="x")
+        failed.run()
+        bad.choose(failed, "deep")
+        failed.run(raise_on_failure=False)
+        assert failed.status == "failed" and "a list of their paths" in failed.error["message"]
