@@ -23,6 +23,11 @@ writes) is *in doubt*: the lab cannot know whether the effect happened, so it ra
 `safe_to_repeat=True`. A person settles it with `lab.settle_effect(key, result)` or
 `lab.settle_effect(key, rerun=True)` and retries the run. A later visit of the same station (a
 loop that comes back to it) is a new visit, so its effects run again.
+
+Time travel: `run.rewind(seq)` keeps the run, so a station entered again from the same checkpoint
+is the same visit and gets its recorded results (the effect happened in the world; rewinding the
+run does not undo it); `run.fork(seq)` is a new run, whose visits are its own and run their
+effects. Records are JSON in the store's `effects` table (docs/store.md).
 """
 
 from __future__ import annotations

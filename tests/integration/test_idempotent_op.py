@@ -282,3 +282,40 @@ def test_an_effect_that_raised_runs_again_and_an_unstorable_result_is_in_doubt()
         mail("x")
     assert issubclass(UnstorableEffectError, Exception)
     lab.close()
+
+
+rewind_calls: list[int] = []
+counted = IdempotentOp("count", lambda n: rewind_calls.append(n) or len(rewind_calls))
+
+
+@dataclass
+class First(BaseNode[Loop, None, int]):
+    async def run(self, ctx: GraphRunContext[Loop, None]) -> Second:
+        ctx.state.rounds += 1
+        return Second()
+
+
+@dataclass
+class Second(BaseNode[Loop, None, int]):
+    async def run(self, ctx: GraphRunContext[Loop, None]) -> End[int]:
+        return End(counted(ctx.state.rounds))
+
+
+def test_a_rewind_is_the_same_visit_and_a_fork_is_a_new_run():
+    """Seed 002: "A side effect a node already performed — a file written, an API call sent — is not rolled
+    back when the step is discarded ... making an effect exactly-once is the effect's own job": rewinding
+    the run to the checkpoint a station entered from does not undo its effect, so the station gets the
+    recorded result; a fork is a new run, whose station runs its effect."""
+    rewind_calls.clear()
+    lab = Lab(":memory:")
+    g = lab.graph("rewound", state_type=Loop, output_type=int)
+    g.node(First)
+    g.node(Second)
+    run = g.start(First(), state=Loop()).run()
+    assert run.output == 1 and rewind_calls == [1]
+    run.rewind(1)
+    run.run()
+    assert run.output == 1 and rewind_calls == [1]
+    forked = run.fork(1).run()
+    assert forked.output == 2 and rewind_calls == [1, 1]
+    lab.close()
