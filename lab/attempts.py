@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from .errors import StoreError
 from .records import EventRecord
 
-__all__ = ("try_number",)
+__all__ = ("try_number", "wait_attempt")
 
 
 def try_number(
@@ -37,3 +37,14 @@ def try_number(
         if (ev.kind == "failed" and ev.attempt is not None) or (ev.kind == "retry" and (ev.payload or {}).get("by") == "policy"):
             earlier += 1
     return earlier + 1
+
+
+def wait_attempt(read_events: Callable[[], Iterable[EventRecord]], owner: str) -> int | None:
+    """The attempt of the station try that parked on wait `owner` (its `waiting` event's): the answer's
+    `verdict` event carries it, so a grant names the attempt it admits (seed 001 "Dispatch adds its grant
+    event ... events retain the station-attempt correlation"). None when the store cannot be read."""
+    try:
+        events = read_events()
+    except StoreError:
+        return None
+    return next((ev.attempt for ev in events if ev.kind == "waiting" and (ev.payload or {}).get("owner") == owner), None)

@@ -145,6 +145,8 @@ class StationContext:
     """Whether this try of the station called `consent()` already (one question per gate visit)."""
     effects: int = 0
     """How many `IdempotentOp` calls this try of the station made (a call's key counts them)."""
+    task: int | None = None
+    """The parallel task this context runs (a super-step's frontier entry), None on the serial engine."""
 
 
 station_context: contextvars.ContextVar[StationContext | None] = contextvars.ContextVar(

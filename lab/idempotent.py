@@ -23,6 +23,11 @@ writes) is *in doubt*: the lab cannot know whether the effect happened, so it ra
 `safe_to_repeat=True`. A person settles it with `lab.settle_effect(key, result)` or
 `lab.settle_effect(key, rerun=True)` and retries the run. A later visit of the same station (a
 loop that comes back to it) is a new visit, so its effects run again.
+
+Time travel: `run.rewind(seq)` keeps the run, so a station entered again from the same checkpoint
+is the same visit and gets its recorded results (the effect happened in the world; rewinding the
+run does not undo it); `run.fork(seq)` is a new run, whose visits are its own and run their
+effects. Records are JSON in the store's `effects` table (docs/store.md).
 """
 
 from __future__ import annotations
@@ -43,16 +48,24 @@ __all__ = ("IdempotentOp", "visit_origin", "settle_effect")
 T = TypeVar("T")
 
 
-def visit_origin(store: Any, run_id: str, head: int | None) -> int | None:
-    """The checkpoint the station visit running from `head` entered from: `head` itself, or, when
-    `head` is a waiting checkpoint written by a park inside that visit, the first one before it."""
+def visit_origin(store: Any, run_id: str, head: int | None, node_id: str | None = None, task: int | None = None) -> int | None:
+    """The checkpoint the station visit running from `head` entered from: `head` itself, or an earlier
+    one when `head` continues the same visit: a waiting checkpoint written by a park inside it, or (a
+    parallel `task`) a checkpoint whose parent already held that task of that node pending (its step
+    settled its siblings and kept it, say after it failed)."""
     seq = head
     while seq is not None:
         cp = store.checkpoint(run_id, seq)
-        if cp is None or cp.status != "waiting" or cp.parent_seq is None:
+        if cp is None or cp.parent_seq is None:
+            return seq
+        if cp.status != "waiting" and (task is None or not _holds_task(store.checkpoint(run_id, cp.parent_seq), node_id, task)):
             return seq
         seq = cp.parent_seq
     return seq
+
+
+def _holds_task(cp: Any, node_id: str | None, task: int) -> bool:
+    return cp is not None and any(p.node_id == node_id and (p.meta or {}).get("task") == task for p in cp.next)
 
 
 class IdempotentOp(Generic[T]):
@@ -123,8 +136,9 @@ class IdempotentOp(Generic[T]):
         if not hasattr(store, "begin_effect"):
             raise RunStateError(f"{self!r}: the store {store.path} keeps no effect records")
         ctx.effects += 1
-        origin = visit_origin(store, run.id, run.head)
-        key = f"{run.id}/{origin}/{ctx.node_id}/{self.name}#{ctx.effects}"
+        origin = visit_origin(store, run.id, run.head, ctx.node_id, ctx.task)
+        station = ctx.node_id if ctx.task is None else f"{ctx.node_id}~t{ctx.task}"  # a parallel step's task
+        key = f"{run.id}/{origin}/{station}/{self.name}#{ctx.effects}"
         record, go = store.begin_effect(
             key, run_id=run.id, node_id=ctx.node_id, checkpoint_seq=origin, name=self.name,
             repeat_started=self.safe_to_repeat,

@@ -44,6 +44,7 @@ class SuperSteps:
                 resume = None
             else:
                 contexts[task.task_id] = StationContext(task.node_id)
+            contexts[task.task_id].task = task.task_id  # an IdempotentOp's key tells the tasks of one node apart
         self._task_contexts = contexts
         if not continuing:
             hit = next((t for t in tasks if t.node_id in self._breakpoints["before"]), None)

@@ -26,16 +26,23 @@ from __future__ import annotations
 import inspect
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .budgets import MAX_CAPABILITY_RESUMES, MAX_CONSECUTIVE_REQUESTS, Budgets
+from .attempts import wait_attempt
+from .budgets import (
+    MAX_CAPABILITY_RESUMES,
+    MAX_CONSECUTIVE_REQUESTS,
+    Budgets,
+    capabilities_named,
+    counted_request,
+)
 from .engine.tasks import JoinAcc, node_id_of
 from .errors import (
-    CapabilityBudgetError,
     GraphDefinitionError,
     LabError,
     RevisionMismatchError,
@@ -186,6 +193,7 @@ class Waits:
             self._event_row(
                 "verdict",
                 node_id=w.node_id,
+                attempt=wait_attempt(lambda: store.events(self.id, kind="waiting"), w.owner),
                 checkpoint_seq=w.checkpoint_seq,
                 payload={"kind": w.kind, "owner": w.owner, **(w.resolution or {}), "answered_elsewhere": True},
             )
@@ -244,6 +252,7 @@ class Waits:
                     self._event_row(
                         "verdict",
                         node_id=wait.node_id,
+                        attempt=wait_attempt(lambda: store.events(self.id, kind="waiting"), wait.owner),
                         checkpoint_seq=wait.checkpoint_seq,
                         payload={"kind": wait.kind, "owner": wait.owner, **resolution},
                     ),
@@ -381,8 +390,9 @@ class Waits:
                 prior: list[Any] = list(getattr(signal, "prior", None) or [])  # the station's answer log so far
                 refuse_misplaced_consent(node_id, self._built.manifest.station(node_id), signal)  # only a gate asks consent
                 if isinstance(signal, CapabilityRequired):
-                    details = {"capability": signal.capability, "details": details}
-                    self._count_capability_request(node_id, signal.capability)
+                    names = capabilities_named(signal)
+                    details = {"capability": signal.capability, "details": details, **({"also": names[1:]} if names[1:] else {})}
+                    self._count_capability_request(node_id, names)
                 signal.check(self, node_id)
             except (TypeError, LabError) as exc:
                 self.failed(attempt=attempt, node_id=node_id, error=exc)
@@ -393,24 +403,8 @@ class Waits:
             )
         self._park_all(items)
 
-    def _count_capability_request(self: Run, node_id: str, capability: str) -> None:  # type: ignore[misc]
-        counters = self._counters
-        resumes = int(counters.get("capability_resumes", 0))
-        consecutive = dict(counters.get("consecutive", {}))
-        n = int(consecutive.get(capability, 0)) + 1
-        budgets = Budgets.from_counters(counters)
-        if n > budgets.consecutive:
-            raise CapabilityBudgetError(
-                f"station {node_id} asked for capability {capability!r} {n} times in a row (the budget is "
-                f"{budgets.consecutive}); granting it does not satisfy the node, so the run stops here. "
-                "Fix the node or its provider, then fork the run from an earlier checkpoint"
-            )
-        if resumes >= budgets.resumes:
-            raise CapabilityBudgetError(
-                f"run {self.id} used its {budgets.resumes} capability resumes; station {node_id} asked for "
-                f"{capability!r} again, so the run stops here. Fork it to start a fresh budget"
-            )
-        self._counters = {"capability_resumes": resumes + 1, "consecutive": {capability: n}, **_limits(counters)}
+    def _count_capability_request(self: Run, node_id: str, capabilities: Sequence[str]) -> None:  # type: ignore[misc]
+        self._counters = counted_request(self._counters, capabilities, node_id=node_id, run_id=self.id)
 
     def _park(  # type: ignore[misc]
         self: Run,

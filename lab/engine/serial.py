@@ -304,5 +304,6 @@ def wait_signal(exc: BaseException) -> WaitSignal | None:
             else:
                 leaves.append(e)
         if leaves and all(isinstance(e, WaitSignal) for e in leaves) and len({type(e) for e in leaves}) == 1:
+            leaves[0].group = tuple(leaves)  # type: ignore[attr-defined]  # a capability park counts each one it names
             return leaves[0]  # type: ignore[return-value]
     return None

@@ -41,7 +41,7 @@ from ..manifest import source_fingerprint
 from .bag import Bag, repo_facts, seed
 from .definition import END, Activity, Checkpoint, Definition, load
 from .errors import BagError, ChoiceError
-from .exits import ExitTaken, check_manifest, choose_exit, holds
+from .exits import ExitTaken, active_steps, check_manifest, choose_exit, holds
 from .policy import CONSENT_OPTIONS, retry_policy
 from .state import TrailEntry, WorkflowState
 from .trail import trail_at
@@ -75,6 +75,12 @@ class ActivityContext:
     def user_request(self) -> str | None:
         return self.variables.get("user_request")
 
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """The activity's top-level steps to do: the ungated ones and the gated ones whose `when` holds
+        on the bag this worker was handed (seed 004: step gates branch on the activation variables)."""
+        return active_steps(self.activity, self.variables)
+
 
 @dataclass(frozen=True)
 class ActivityResult:
@@ -82,6 +88,9 @@ class ActivityResult:
 
     variables: Mapping[str, Any] = field(default_factory=dict)
     step_manifest: Sequence[Any] | None = None
+    documents: Sequence[str] = ()
+    """The documents the worker produced (paths, as it names them; seed 004: "The worker reports the
+    documents it produced"): listed in the run's trail, session.json and the README's Progress table."""
 
 
 class ActivityNode(BaseNode[WorkflowState, Any, dict[str, Any]]):
@@ -104,6 +113,7 @@ async def _run_activity(node: ActivityNode, ctx: GraphRunContext[WorkflowState, 
     act = definition.activities[type(node).__activity__]
     bag = Bag(definition.variables, ctx.state.variables)
     taken: ExitTaken | None = None
+    documents: tuple[str, ...] = ()
     for cp in act.checkpoints:
         if cp.when is not None and not holds(
             cp.when, bag.values, where=f"activity {act.id} checkpoint {cp.id}"
@@ -124,14 +134,17 @@ async def _run_activity(node: ActivityNode, ctx: GraphRunContext[WorkflowState, 
     if taken is None:
         worker = wf.workers.get(act.id)
         manifest: Sequence[Any] | None = None
+        handed: dict[str, Any] | None = None
         if worker is not None:
-            result = worker(ActivityContext(act, MappingProxyType(dict(bag.values)), ctx.deps))
+            handed = dict(bag.values)  # the bag the worker is handed: step gates are evaluated on it
+            result = worker(ActivityContext(act, MappingProxyType(dict(handed)), ctx.deps))
             if inspect.isawaitable(result):
                 result = await result
             outcome = _outcome(act, result)
             bag.write(outcome.variables, by=f"activity {act.id}'s worker", allowed=act.writes)
             manifest = outcome.step_manifest
-        for message in check_manifest(act, manifest):
+            documents = outcome.documents
+        for message in check_manifest(act, manifest, handed):
             warn(message, activity=act.id, check="step_manifest")
         taken = choose_exit(act, bag.values) if act.exits else None
     dest = definition.destination(act.id, taken.exit) if taken is not None else END
@@ -143,6 +156,7 @@ async def _run_activity(node: ActivityNode, ctx: GraphRunContext[WorkflowState, 
         exit=taken.exit if taken else None,
         reason=taken.reason if taken else "last",
         to=dest,
+        documents=documents,
     )
     if dest == END:
         return End(dict(bag.values))
@@ -189,20 +203,23 @@ def checkpoint_details(act: Activity, cp: Checkpoint) -> dict[str, Any]:
 def _outcome(act: Activity, result: Any) -> ActivityResult:
     if result is None:
         return ActivityResult()
-    if isinstance(result, ActivityResult):
-        return result
     if isinstance(result, Mapping):
-        unknown = set(result) - {"variables", "step_manifest"}
+        unknown = set(result) - {"variables", "step_manifest", "documents"}
         if unknown:
             raise BagError(
                 f"activity {act.id}'s worker returned keys {sorted(unknown)}; return "
-                "{'variables': {...}, 'step_manifest': [...]} or an ActivityResult"
+                "{'variables': {...}, 'step_manifest': [...], 'documents': [...]} or an ActivityResult"
             )
-        return ActivityResult(result.get("variables") or {}, result.get("step_manifest"))
-    raise BagError(
-        f"activity {act.id}'s worker returned a {type(result).__name__}; return an ActivityResult, "
-        "a dict {'variables': {...}, 'step_manifest': [...]}, or None"
-    )
+        result = ActivityResult(result.get("variables") or {}, result.get("step_manifest"), result.get("documents") or ())
+    if not isinstance(result, ActivityResult):
+        raise BagError(
+            f"activity {act.id}'s worker returned a {type(result).__name__}; return an ActivityResult, "
+            "a dict {'variables': {...}, 'step_manifest': [...], 'documents': [...]}, or None"
+        )
+    docs = result.documents
+    if isinstance(docs, str) or not all(isinstance(d, str) and d for d in docs):
+        raise BagError(f"activity {act.id}'s worker reported documents {docs!r}; report a list of their paths (non-empty strings)")
+    return result if isinstance(docs, tuple) else ActivityResult(result.variables, result.step_manifest, tuple(docs))
 
 
 # -- the graph ---------------------------------------------------------------------------------
@@ -232,6 +249,8 @@ class WorkflowGraph(LabGraph):
         self._declared_policies: set[str] = set()
         self.sessions: dict[str, SessionFolder] = {}
         """The session folders kept current (`wf.export`, `wf.resume`), by run id."""
+        self.root: str | None = None
+        """The engineering root: when set, every session folder lives under it (lab/workflow/addressing.py)."""
         self.define(definition, workers)
 
     def define(self, definition: Definition, workers: Mapping[str, Worker]) -> None:
@@ -348,6 +367,10 @@ class WorkflowGraph(LabGraph):
             facts = repo_facts(repo) if isinstance(repo, str | os.PathLike) else repo
             bag = seed(self.definition.variables, user_request=user_request, repo=facts, variables=variables)
             start_state = self.state_type(variables=bag)
+        if folder is not None:
+            from .session import planning_folder
+
+            folder = planning_folder(self, folder)  # a folder outside the engineering root: refused before the run exists
         run = super().start(self.station(entry)(), state=start_state, deps=deps, **options)
         if folder is not None:
             self.export(run, folder)
@@ -413,7 +436,8 @@ class WorkflowGraph(LabGraph):
     def resume(
         self, folder: str | os.PathLike[str], *, user_request: str | None = None, deps: Any = None
     ) -> Run:
-        """Continue the run a session folder holds (its seal verified first); see `session.resume`."""
+        """Continue the run a session folder holds (its seal verified first); see `session.resume`.
+        `folder` may be the session's 6-character `session_index` instead (lab/workflow/addressing.py)."""
         from .session import resume
 
         return resume(self, folder, user_request=user_request, deps=deps)

@@ -15,7 +15,7 @@ from .definition import Activity, Step
 from .errors import ExpressionError, NoExitError
 from .expressions import evaluate
 
-__all__ = ("ExitTaken", "choose_exit", "StepReport", "check_manifest", "holds")
+__all__ = ("ExitTaken", "choose_exit", "StepReport", "check_manifest", "holds", "active_steps")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,16 +77,43 @@ def _reports(manifest: Sequence[Any]) -> tuple[list[StepReport], list[str]]:
     return out, warnings
 
 
-def check_manifest(activity: Activity, manifest: Sequence[Any] | None) -> list[str]:
+def active_steps(activity: Activity, bag: Mapping[str, Any]) -> tuple[str, ...]:
+    """The top-level steps of `activity` to do on `bag`: every ungated one, and each gated one whose
+    `when` holds (seed 004: "exit conditions and step gates branch on it for the rest of the run")."""
+    return tuple(
+        s.id for s in activity.steps if s.when is None or holds(s.when, bag, where=f"activity {activity.id} step {s.id}")
+    )
+
+
+def _gates_not_taken(activity: Activity, reported: set[str], bag: Mapping[str, Any]) -> list[str]:
+    """A warning for each reported gated step whose gate did not hold on `bag` (or cannot be evaluated)."""
+    out: list[str] = []
+    for s in activity.steps:
+        if s.when is None or s.id not in reported:
+            continue
+        try:
+            held = holds(s.when, bag, where=f"activity {activity.id} step {s.id}")
+        except ExpressionError as exc:
+            out.append(f"step {s.id}'s gate cannot be evaluated: {exc}")
+            continue
+        if not held:
+            out.append(f"step {s.id} is reported, but its gate `{s.when}` did not hold on the bag it was handed")
+    return out
+
+
+def check_manifest(activity: Activity, manifest: Sequence[Any] | None, bag: Mapping[str, Any] | None = None) -> list[str]:
     """Warnings (never errors) for a step manifest, as seed 004 "Step completion manifest" says.
 
     Every ungated top-level step present; declaration order preserved; non-empty outputs; every
     reported key an output id the step declares. Gated steps may be omitted; loop-body step ids
-    are accepted but never required.
+    are accepted but never required. With `bag` (the variables the activity was handed), a
+    reported gated step whose gate did not hold on it is a warning too: the variant was not taken.
     """
     if not activity.steps:
         return []
     reports, warnings = _reports(manifest or [])
+    if bag is not None:
+        warnings += _gates_not_taken(activity, {r.step_id for r in reports}, bag)
     top = {s.id: (i, s) for i, s in enumerate(activity.steps)}
     body: dict[str, Step] = {}
     for s in activity.steps:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import threading
 import weakref
@@ -53,6 +54,8 @@ __all__ = (
     "read_session",
     "resume",
     "session_index",
+    "planning_folder",
+    "find_session",
 )
 
 SCHEMA = "graphlab.workflow.session/1"
@@ -71,6 +74,8 @@ class ProgressRow(BaseModel):
     status: Literal["in progress", "waiting", "complete", "failed", "pending", "cancelled"]
     exit: str | None = None
     next: str | None = None
+    documents: list[str] = []
+    """The documents the activity's worker reported (in session.json only when there are some)."""
 
 
 class WorkflowRef(BaseModel):
@@ -250,7 +255,7 @@ def _finish_interrupted_write(key: bytes, token_path: str, body: bytes) -> bool:
 
 def _progress(run: Run, trail: list[TrailEntry]) -> list[ProgressRow]:
     rows = [
-        ProgressRow(n=i + 1, activity=t.activity, status="complete", exit=t.exit, next=t.to)
+        ProgressRow(n=i + 1, activity=t.activity, status="complete", exit=t.exit, next=t.to, documents=list(t.documents))
         for i, t in enumerate(trail)
     ]
     status = run.status
@@ -295,16 +300,20 @@ def document(wf: WorkflowGraph, run: Run, resumed_from: list[str]) -> dict[str, 
         "checkpoint": ask,
         "variables": dict(state.variables) if state is not None else {},
         "trail": [t.model_dump() for t in trail],
-        "progress": [r.model_dump() for r in _progress(run, trail)],
+        "progress": [r.model_dump(exclude=set() if r.documents else {"documents"}) for r in _progress(run, trail)],
         "updated_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
     }
 
 
 def progress_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| # | Activity | Status | Exit | Next |", "| --- | --- | --- | --- | --- |"]
+    """The README's Progress table; a Documents column once a worker reported some (seed 004: the
+    documents an activity produces are among the notes of the run)."""
+    docs = any(r.get("documents") for r in rows)
+    lines = ["| # | Activity | Status | Exit | Next |" + (" Documents |" if docs else ""), "| --- | --- | --- | --- | --- |" + (" --- |" if docs else "")]
     for r in rows:
+        listed = f" {', '.join(r.get('documents') or [])} |" if docs else ""
         lines.append(
-            f"| {r['n']} | {r['activity']} | {r['status']} | {r.get('exit') or ''} | {r.get('next') or ''} |"
+            f"| {r['n']} | {r['activity']} | {r['status']} | {r.get('exit') or ''} | {r.get('next') or ''} |{listed}"
         )
     return "\n".join(lines)
 
@@ -389,7 +398,7 @@ def attach(
     wf: WorkflowGraph, run: Run, folder: str | os.PathLike[str], *, resumed_from: list[str] | None = None
 ) -> SessionFolder:
     """Export `run` to `folder` now and keep it current; refuses a folder holding another session."""
-    path = os.path.abspath(os.fspath(folder))
+    path = planning_folder(wf, folder)
     os.makedirs(path, exist_ok=True)
     existing = wf.sessions.get(run.id)
     if existing is not None and existing.path == path:
@@ -423,7 +432,8 @@ def resume(
     On resume the lab writes the new request (`user_request`) and any declared default the bag
     lacks (seed 004), as a state edit (a new checkpoint).
     """
-    path = os.path.abspath(os.fspath(folder))
+    text = os.fspath(folder)
+    path = find_session(wf, text) if INDEX.match(text) and not os.path.exists(text) else planning_folder(wf, text)
     lab = wf.lab
     doc = read_session(path, lab_key(lab))
     if doc.workflow.name != wf.name:
@@ -461,3 +471,62 @@ def _write_on_resume(wf: WorkflowGraph, run: Run, user_request: str | None) -> N
         updates["user_request"] = user_request
     if updates and run.status not in ("done", "cancelled"):
         run.edit_state(variables={**bag, **updates})
+
+
+# -- where a planning folder sits, and finding one by its index ---------------------------------
+#
+# Seed 004 ("Server-managed persistence"): "agents only ever pass their 6-character session_index",
+# and "Two files live in the planning folder under the engineering root". A workflow with an
+# engineering root (`wf.root = path`) places every session folder under it: a relative folder is
+# taken from the root, one outside it is refused (`SessionStoreError` code `OUTSIDE_ROOT`). Without
+# a root any folder is accepted. `wf.resume(index)` takes the index where a folder would go: it
+# names a folder this process keeps current, or one found under the root.
+
+INDEX = re.compile(r"^[0-9a-f]{6}$")
+MAX_DEPTH = 6
+"""How deep under the engineering root a planning folder is looked for."""
+
+
+def planning_folder(wf: WorkflowGraph, folder: str | os.PathLike[str]) -> str:
+    """The absolute planning folder for `folder`: under `wf.root` when the workflow has one."""
+    text = os.fspath(folder)
+    root = wf.root
+    if root is None:
+        return os.path.abspath(text)
+    base = os.path.realpath(root)
+    path = os.path.realpath(os.path.join(base, text))  # an absolute `text` stays itself
+    if os.path.commonpath([base, path]) != base:
+        raise SessionStoreError(
+            "OUTSIDE_ROOT",
+            f"{path} is not under the engineering root {base}; a session's planning folder lives under it "
+            f"(seed 004): pass a folder inside it, or a path relative to it",
+        )
+    return path
+
+
+def find_session(wf: WorkflowGraph, index: str) -> str:
+    """The planning folder of the session whose index is `index` (6 hex characters)."""
+    found: set[str] = set()
+    for run_id, session in wf.sessions.items():
+        if session_index(run_id) == index:
+            found.add(session.path)
+    if not found and wf.root is not None:
+        key = lab_key(wf.lab)
+        base = os.path.realpath(wf.root)
+        for here, dirs, files in os.walk(base):
+            if here[len(base) :].count(os.sep) >= MAX_DEPTH:
+                dirs[:] = []
+            if SESSION_FILE not in files:
+                continue
+            try:
+                doc = read_session(here, key)
+            except SessionStoreError:
+                continue  # another lab's session, or a damaged one: not this index's
+            if doc.session_index == index and doc.workflow.name == wf.name:
+                found.add(here)
+    if len(found) == 1:
+        return found.pop()
+    if found:
+        raise SessionStoreError("AMBIGUOUS_SESSION", f"session {index} names {len(found)} folders {sorted(found)}; resume one by its path")
+    where = f"under the engineering root {wf.root}" if wf.root is not None else "in this process (set wf.root to search a folder tree)"
+    raise SessionStoreError("UNKNOWN_SESSION", f"no session {index} of workflow {wf.name!r} {where}")

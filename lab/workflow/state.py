@@ -29,6 +29,8 @@ class TrailEntry(BaseModel):
     reason: str
     """`when`, `default`, `checkpoint` or `last` (an activity without exits)."""
     to: str
+    documents: tuple[str, ...] = ()
+    """The documents its worker reported producing (seed 004 "The planning folder"), as it named them."""
 
 
 class WorkflowState(BaseModel):

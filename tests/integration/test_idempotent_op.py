@@ -282,3 +282,82 @@ def test_an_effect_that_raised_runs_again_and_an_unstorable_result_is_in_doubt()
         mail("x")
     assert issubclass(UnstorableEffectError, Exception)
     lab.close()
+
+
+rewind_calls: list[int] = []
+counted = IdempotentOp("count", lambda n: rewind_calls.append(n) or len(rewind_calls))
+
+
+@dataclass
+class First(BaseNode[Loop, None, int]):
+    async def run(self, ctx: GraphRunContext[Loop, None]) -> Second:
+        ctx.state.rounds += 1
+        return Second()
+
+
+@dataclass
+class Second(BaseNode[Loop, None, int]):
+    async def run(self, ctx: GraphRunContext[Loop, None]) -> End[int]:
+        return End(counted(ctx.state.rounds))
+
+
+def test_a_rewind_is_the_same_visit_and_a_fork_is_a_new_run():
+    """Seed 002: "A side effect a node already performed — a file written, an API call sent — is not rolled
+    back when the step is discarded ... making an effect exactly-once is the effect's own job": rewinding
+    the run to the checkpoint a station entered from does not undo its effect, so the station gets the
+    recorded result; a fork is a new run, whose station runs its effect."""
+    rewind_calls.clear()
+    lab = Lab(":memory:")
+    g = lab.graph("rewound", state_type=Loop, output_type=int)
+    g.node(First)
+    g.node(Second)
+    run = g.start(First(), state=Loop()).run()
+    assert run.output == 1 and rewind_calls == [1]
+    run.rewind(1)
+    run.run()
+    assert run.output == 1 and rewind_calls == [1]
+    forked = run.fork(1).run()
+    assert forked.output == 2 and rewind_calls == [1, 1]
+    lab.close()
+
+
+from pydantic_graph import GraphBuilder, StepContext  # noqa: E402
+from pydantic_graph.join import reduce_list_append  # noqa: E402
+
+mapped_calls: list[int] = []
+broke: list[int] = []
+mapped = IdempotentOp("ship", lambda n: mapped_calls.append(n) or f"parcel-{n}")
+
+
+def test_each_task_of_a_parallel_step_has_its_own_effect_record():
+    """Seed 002: "If any node in it raises, the whole step's updates are discarded ... A side effect a node
+    already performed ... is not rolled back when the step is discarded, so on a resume it can happen
+    again ... the IdempotentOp primitive". Three tasks of one mapped step each ship once; one of them
+    raises after shipping, so the step is discarded and retried: nobody ships again, and each task gets
+    its own parcel back (the key names the task, not only the node)."""
+    mapped_calls.clear()
+    broke.clear()
+    native = GraphBuilder(state_type=Loop, input_type=list[int], output_type=list[str])
+
+    @native.step
+    async def ship(ctx: StepContext[Loop, None, int]) -> str:
+        parcel = mapped(ctx.inputs)
+        if ctx.inputs == 2 and not broke:
+            broke.append(1)
+            raise ConnectionError("the label printer jammed")
+        return parcel
+
+    collect = native.join(reduce_list_append, initial_factory=list[str], node_id="collect")
+    native.add(native.edge_from(native.start_node).map().to(ship), native.edge_from(ship).to(collect), native.edge_from(collect).to(native.end_node))
+    lab = Lab(":memory:")
+    run = lab.adopt(native.build(), name="shipping").start(inputs=[1, 2, 3], state=Loop())
+    run.run(raise_on_failure=False)
+    assert run.status == "failed" and sorted(mapped_calls) == [1, 2, 3]
+    run.retry()  # the failed step again, to its end here
+    if run.status != "done":
+        run.run()
+    assert run.status == "done" and sorted(run.output) == ["parcel-1", "parcel-2", "parcel-3"]
+    assert sorted(mapped_calls) == [1, 2, 3]  # nobody shipped twice
+    keys = [e.key.split("/", 2)[2] for e in lab.effects(run.id)]
+    assert len(set(keys)) == 3 and all(k.startswith("ship~t") for k in keys)
+    lab.close()
