@@ -8,6 +8,7 @@ in both: only the URL of a notebook and the wait for its kernel differ.
 from __future__ import annotations
 
 import re
+import time
 
 import nbformat
 
@@ -40,8 +41,7 @@ def run_all(page) -> None:  # type: ignore[no-untyped-def]
     """Run > Run All Cells, from the menu bar, as a person would; wait until every code cell ran."""
     from playwright.sync_api import expect
 
-    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
-    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+    click_run_all_cells(page)
     prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
     expect(prompts.first).to_have_text(re.compile(r"\[[\d*]+\]"), timeout=KERNEL_UP)
     # Run All queues every cell at once ("[*]"); a failing cell un-queues the rest, so the run is
@@ -54,6 +54,27 @@ def run_all(page) -> None:  # type: ignore[no-untyped-def]
     texts = prompts.all_inner_texts()
     unrun = [i for i, t in enumerate(texts) if not re.search(r"\[\d+\]", t)]
     assert not unrun, f"Run All stopped before code cells {unrun}; what the notebook shows:\n{outputs_text(page)}"
+
+
+def click_run_all_cells(page) -> None:  # type: ignore[no-untyped-def]
+    """Click Run > Run All Cells once the item is enabled.
+
+    Lumino ignores a click on a disabled menu item, and the frontend keeps Run All disabled until
+    the notebook's session is wired to its kernel, which on a busy machine can come after the
+    status says idle (a Notebook 7 run once sat at "[ ]" for the whole deadline). So the menu is
+    opened again until the item is enabled, then clicked.
+    """
+    deadline = time.monotonic() + KERNEL_UP / 1000
+    item = page.locator(".lm-Menu-item", has=page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")))
+    while True:
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+        item.wait_for(state="visible", timeout=KERNEL_UP)
+        if "lm-mod-disabled" not in (item.get_attribute("class") or ""):
+            item.click()
+            return
+        page.keyboard.press("Escape")
+        assert time.monotonic() < deadline, "Run > Run All Cells stayed disabled: the notebook never got its kernel"
+        page.wait_for_timeout(250)  # a poll of the menu's state: no event tells when the item is enabled
 
 
 def cell_index(notebook: str, startswith: str, *, exact: bool = False) -> int:
