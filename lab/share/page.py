@@ -146,7 +146,7 @@ def page_html(
     data = {"version": 1, "title": title, "runs": runs}
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f'<meta http-equiv="Content-Security-Policy" content="{escape(csp())}">'
+        f'<meta http-equiv="Content-Security-Policy" content="{escape(csp(), quote=False)}">'
         f'<meta name="generator" content="Graph Lab export"><title>{escape(title)}</title>'
         f"<style>{STYLE}</style></head><body>"
         f'<h1>{escape(title)}</h1><p class="gl-sub">Exported by Graph Lab: one file, no kernel, no network. '
