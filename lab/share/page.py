@@ -19,12 +19,16 @@ from .page_script import SCRIPT, STYLE
 
 __all__ = ("page_html", "json_block", "comparison_html", "csp")
 
-_JSON_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+_JSON_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
 
 
 def json_block(data: Any) -> str:
     """JSON for a `<script type="application/json">` block: no `</script>` or `<!--` can appear in it."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str).translate(_JSON_ESCAPES)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    for bad, escaped in _JSON_ESCAPES:  # str.replace per character: far faster than str.translate
+        if bad in text:
+            text = text.replace(bad, escaped)
+    return text
 
 
 def csp(script: str = SCRIPT) -> str:
