@@ -85,23 +85,37 @@ def _same(x: dict[str, Any], y: dict[str, Any]) -> bool:
     return x["station"] == y["station"] and x["state"] == y["state"]
 
 
-def _first_station(entries: list[dict[str, Any]], start: int) -> dict[str, Any] | None:
-    """The first station settled at or after `start`, with its inputs: the state before it and its fields."""
-    for i in range(max(start, 1), len(entries)):
-        station = entries[i]["station"]
-        fork_root = entries[i]["seq"] == 0 and entries[i]["run"] != entries[i - 1]["run"]
-        if station and not fork_root:
-            before = entries[i - 1]
-            fields = next((p["fields"] for p in before["next"] if p["node"] == station), None)
-            return {
-                "station": station,
-                "run": entries[i]["run"],
-                "seq": entries[i]["seq"],
-                "from_seq": before["seq"],
-                "state_before": before["state"],
-                "fields": fields,
-            }
-    return None
+def _ran(entries: list[dict[str, Any]], i: int) -> bool:
+    """Whether a station ran into position `i` (not a fork's copied first checkpoint, not an edit)."""
+    if i >= len(entries):
+        return True  # the other side may still have run one here
+    e = entries[i]
+    return bool(e["station"]) and not (e["seq"] == 0 and e["run"] != entries[i - 1]["run"])
+
+
+def _first_position(ea: list[dict[str, Any]], eb: list[dict[str, Any]], shared: int) -> int:
+    """The first position from the divergence on where a station ran on both sides' branches
+    (a fork's copied checkpoint or a state edit is where the data changed, not a station)."""
+    i = max(shared, 1)
+    while i < max(len(ea), len(eb)) and not (_ran(ea, i) and _ran(eb, i)):
+        i += 1
+    return i
+
+
+def _station_at(entries: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
+    """The station that settled into position `i`, with its inputs: the state before it and its fields."""
+    if not 1 <= i < len(entries) or not entries[i]["station"]:
+        return None
+    station, before = entries[i]["station"], entries[i - 1]
+    fields = next((p["fields"] for p in before["next"] if p["node"] == station), None)
+    return {
+        "station": station,
+        "run": entries[i]["run"],
+        "seq": entries[i]["seq"],
+        "from_seq": before["seq"],
+        "state_before": before["state"],
+        "fields": fields,
+    }
 
 
 @dataclass(frozen=True)
@@ -202,6 +216,8 @@ def compare(a: Any, b: Any) -> Comparison:
         if x is not None and y is not None:
             diff = diff_json(x["state"], y["state"], left=f"{x['run']}@{x['seq']}", right=f"{y['run']}@{y['seq']}")
         rows.append(Aligned(i, x, y, diff))
-    first_a = _first_station(ea, shared) if shared < len(ea) else None
-    first_b = _first_station(eb, shared) if shared < len(eb) else None
+    first_a = first_b = None
+    if shared < max(len(ea), len(eb)):
+        at = _first_position(ea, eb, shared)
+        first_a, first_b = _station_at(ea, at), _station_at(eb, at)
     return Comparison(left, right, shared, rows, total, first_a, first_b)

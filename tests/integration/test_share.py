@@ -116,7 +116,7 @@ def test_a_run_and_its_fork_compare(lab, tmp_path) -> None:
     assert {c.path for c in diverged.changes} >= {"count", "seen[0]"}
     assert cmp.first_b["station"] == "Inc" and cmp.first_b["state_before"] == {"count": 10, "seen": ["edited"]}
     assert cmp.first_b["fields"] == {"by": 2}
-    assert cmp.first_a["station"] == "Check" and cmp.first_a["from_seq"] == 1
+    assert cmp.first_a["station"] == "Inc" and cmp.first_a["from_seq"] == 2  # Check at 2 ran before the fork: the same on both
     shared, a, b = cmp.paths()
     assert shared == ["Inc"] and a[:2] == ["Check", "Inc"] and b[:2] == ["Check", "Inc"]  # the fork copied Check's checkpoint
     svg = cmp.svg()
@@ -132,6 +132,18 @@ def test_a_run_and_its_fork_compare(lab, tmp_path) -> None:
     assert "First differing station" in view.summary.value
     view.pick(1)
     assert "count" in view.detail.value and len(view.picker.options) == len(cmp.rows) <= 200
+
+
+def test_the_first_differing_station_shows_its_differing_inputs(lab) -> None:
+    g = declare_counter(lab)
+    one, three = g.start(Inc(by=1), state=Counter()), g.start(Inc(by=3), state=Counter())
+    one.run()
+    three.run()
+    cmp = lab.compare(one, three)
+    assert cmp.shared == 1  # the first checkpoints hold the same state
+    assert (cmp.first_a["station"], cmp.first_a["fields"]) == ("Inc", {"by": 1})
+    assert (cmp.first_b["station"], cmp.first_b["fields"]) == ("Inc", {"by": 3})
+    assert cmp.first_a["state_before"] == cmp.first_b["state_before"] == {"count": 0, "seen": []}
 
 
 def test_two_branches_of_one_run_compare(lab) -> None:
