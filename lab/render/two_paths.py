@@ -3,7 +3,7 @@
 `overlay_two_paths(shared, a, b)` takes three station paths (oldest first): the prefix both sides
 settled, then what each side settled after it. The result is an `Overlay` (so `Layout.svg` fills
 it like any run's) whose classes and marks say which side visited a station or followed an edge.
-Every mark is text as well as colour and dash: "both 2" (shared visits), "A 2", "B 1", "⑂" (diverged). Pure data.
+Every mark is text as well as colour and dash: "both 2" (shared visits), "A 2", "B 1", "◆" (diverged). Pure data.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class TwoPaths(Overlay):
     def marks(self, node_id: str) -> list[str]:
         out: list[str] = []
         if node_id == self.diverged:
-            out.append("⑂")
+            out.append("◆")
         n = self.visits.get(node_id, 0)
         if n:
             out.append(f"both {n}")

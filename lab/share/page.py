@@ -93,7 +93,7 @@ def comparison_html(data: dict[str, Any], drawing: str) -> str:
         '<span><i class="gl-swatch" style="border-color:#009E73;border-top-style:dashed"></i>B (dashed): '
         f"{escape(b['label'])}</span>"
         '<span><i class="gl-swatch" style="border-color:#9ca3af"></i>grey fill: both (shared prefix)</span>'
-        '<span><i class="gl-swatch" style="border-color:#E69F00"></i>⑂ where they diverged</span></p>'
+        '<span><i class="gl-swatch" style="border-color:#E69F00"></i>◆ where they diverged</span></p>'
     )
     same = data["shared"] >= max(a["length"], b["length"])
     summary = (

@@ -74,7 +74,7 @@ def _spec() -> GraphSpec:
 
 def test_two_paths_mark_each_side_in_text_and_class() -> None:
     ov = overlay_two_paths(["A"], ["B", "A", "B"], ["C"])
-    assert ov.diverged == "A" and ov.marks("A") == ["⑂", "both 1", "A 1"]
+    assert ov.diverged == "A" and ov.marks("A") == ["◆", "both 1", "A 1"]
     assert ov.marks("B") == ["A 2"] and ov.marks("C") == ["B 1"]
     assert ov.node_classes("C") == ["gl-side-b"] and "gl-diverged" in ov.node_classes("A")
     assert ov.edge_classes(START, "A") == ["gl-trav"]
