@@ -43,3 +43,26 @@ def test_export_refuses_bad_words(ip: Any, tmp_path: Any) -> None:  # noqa: F811
         lab_magic(ip, "export a.html b.html")
     with pytest.raises(UsageError, match="does not exist"):
         lab_magic(ip, f"export {tmp_path / 'missing' / 'run.html'}")
+
+
+def test_a_comparison_displays_as_the_compare_widget(ip: Any, capsys: Any) -> None:  # noqa: F811
+    run_cells(ip, COUNTER_CELLS)
+    run = lab_magic(ip, "start Inc(by=2), state=State(count=1)")
+    lab_magic(ip, "run")
+    fork = lab_magic(ip, "fork 1")
+    lab_magic(ip, "run")
+    shown = []
+    from lab import display_hooks
+    from lab.views import display_comparison
+
+    display_hooks.register("compare.display", lambda cmp: (shown.append(cmp), display_comparison(cmp)))
+    try:
+        ip.user_ns.update(a=run, b=fork)
+        result = ip.run_cell("cmp = lab.compare(a, b)\ncmp", cell_id="cmp")
+        assert result.success, result.error_in_exec
+    finally:
+        display_hooks.register("compare.display", display_comparison)
+        for name in ("a", "b", "cmp"):
+            ip.user_ns.pop(name, None)
+    assert [c.a.run.id for c in shown] == [run.id] and shown[0].b.run.id == fork.id
+    assert "CompareView" in capsys.readouterr().out  # the widget, as a terminal shell shows one
