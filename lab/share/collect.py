@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import ArgumentError
 from ..history import StoredRun
-from ..render import GraphvizError, layout, spec_from_manifest
+from ..render import GraphvizError, edge_labels, layout, spec_from_manifest
 from ..render.dot import mark_line
 
 __all__ = ("stored", "run_data", "drawing_of", "SECTIONS", "Drawings")
@@ -52,8 +52,6 @@ def labels_of(run: Any) -> dict[tuple[str, str], str]:
     graph = getattr(run, "graph", None)
     if graph is None or isinstance(graph, str):
         return {}
-    from ..render import edge_labels
-
     return edge_labels(graph)
 
 

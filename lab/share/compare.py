@@ -13,6 +13,7 @@ by lab.views) and goes into an HTML page (`lab.export_html([a, b], path)`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from html import escape
 from typing import Any
 
 from ..diff import StateDiff, diff_json
@@ -156,8 +157,6 @@ class Comparison:
         try:
             return self.svg()
         except GraphvizError as exc:
-            from html import escape
-
             return f"<pre>{escape(str(exc))}</pre>"
 
     def to_json(self) -> dict[str, Any]:
