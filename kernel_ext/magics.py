@@ -62,6 +62,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "history": ("[--all]", "the run's checkpoints, root to head (--all: every branch)"),
     "diff": ("A B", "state difference of checkpoints A and B (SEQ, or RUN_ID@SEQ for another run)"),
     "events": ("[KIND]", "the run's events in order (KIND filters, e.g. failed)"),
+    "export": ("[PATH]", "write the run as one self-contained HTML file (default RUN_ID.html; docs/share.md)"),
 }
 
 USAGE = (
@@ -87,6 +88,7 @@ USAGE = (
       %lab rewind 1
       %lab diff 1 3
       %lab fork 2 --current
+      %lab export review.html
 
     %%lab_sql [--run ID]
       Read-only SQL over the tables graphs, runs, checkpoints, events; `$run` stands for the
@@ -470,6 +472,13 @@ class LabMagics(Magics):
         words = _words(rest, "events", at_most=1)
         run = self.session.run(run_id)
         return EventList(run.events(kind=words[0] if words else None), run.id)
+
+    def _do_export(self, rest: str, run_id: str | None) -> Any:
+        words = _words(rest, "export", at_most=1)
+        run = self.session.run(run_id)
+        written = run.export_html(words[0] if words else f"{run.id}.html")
+        print(f"wrote {written} ({written.stat().st_size // 1024} KB): one file, opens in any browser, no kernel needed")
+        return None
 
 
 def _graph_view(g: LabGraph) -> Any:

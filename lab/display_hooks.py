@@ -8,7 +8,8 @@ graph and the run call through `show(name, ...)`. This module imports nothing of
 
 Names in use: `graph.dot`, `graph.mermaid`, `graph.svg`, `graph.mimebundle` (each called with the
 graph handle and an optional overlay), `run.display` (displays the run view), `batch.progress`
-(makes a batch's progress bar).
+(makes a batch's progress bar), `share.export_html` (writes runs as one HTML file), `compare.make`
+(compares two runs or branches) and `compare.display` (shows a comparison).
 """
 
 from __future__ import annotations

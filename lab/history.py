@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from .current import note_run
 from .cursors import check_cursors, decode_pending
 from .diff import StateDiff, diff_json
+from .display_hooks import show
 from .engine.tasks import JoinAcc, node_id_of
 from .errors import CheckpointError, GraphDefinitionError, RunStateError, StateEditError
 from .events import ColdStream
@@ -440,6 +441,23 @@ class StoredRun:
     def waits(self) -> list[Any]:
         """Every wait of the run, oldest first, with its answer once given."""
         return self._store.waits(self.id)
+
+    def settled_stations(self) -> dict[int, str]:
+        """Checkpoint seq -> the station that settled into it."""
+        return self._store.settled_stations(self.id)
+
+    def manifest(self) -> Any:
+        """The pinned manifest of the run's graph revision (stations and edges), or None."""
+        rec = self.record
+        return self._store.manifest(rec.graph_key, rec.revision)
+
+    def read(self, run_id: str) -> StoredRun:
+        """Another run of the same store, read-only (a fork's parent, a subgraph's child)."""
+        return StoredRun(self._store, run_id)
+
+    def export_html(self, path: Any) -> Any:
+        """Write this run as one self-contained HTML file (docs/share.md); returns the path."""
+        return show("share.export_html", self, path)
 
     def __repr__(self) -> str:
         rec = self.record

@@ -11,6 +11,7 @@ import duckdb
 
 from .current import current_run, note_run
 from .diff import StateDiff, diff_json
+from .display_hooks import show
 from .errors import (
     ArgumentError,
     CheckpointError,
@@ -247,6 +248,15 @@ class Lab:
 
         For a run another notebook declared; `lab.resume(run_id)` once its graph is defined here."""
         return StoredRun(self.store, _run_id(run_id, "lab.read"))
+
+    def compare(self, a: Any, b: Any) -> Any:
+        """Two runs or branches side by side: each a run, `lab.read(id)`, or a `(run, checkpoint_seq)`
+        pair. The `lab.share.Comparison` displays as a widget (docs/share.md)."""
+        return show("compare.make", a, b)
+
+    def export_html(self, runs: Any, path: Any, *, title: str | None = None) -> Any:
+        """Write a run, a `(run, seq)` branch, or `[a, b]` (compared) as one self-contained HTML file."""
+        return show("share.export_html", runs, path, title=title)
 
     def peek(self, run_id: str) -> PeekedRun:
         """Get-state: `lab.read` plus next stations, state decoded when the graph is defined here;

@@ -293,6 +293,11 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
         """Checkpoint seq -> the station that settled into it (visit counts, timeline labels)."""
         return self.lab.store.settled_stations(self.id)
 
+    def export_html(self, path: Any) -> Any:
+        """Write this run as one self-contained HTML file: drawing, timeline, state, events, waits,
+        subgraph children; no kernel, no network (docs/share.md). Returns the path written."""
+        return show("share.export_html", self, path)
+
     def stream(
         self, max_steps: int | None = None, *, step_limit: int | None = UNSET, timeout: float | None = UNSET
     ) -> RunStream:

@@ -22,6 +22,9 @@ __all__ = (
     "graph_mimebundle",
     "display_run",
     "batch_progress",
+    "export_html",
+    "compare_runs",
+    "display_comparison",
 )
 
 
@@ -73,6 +76,29 @@ def batch_progress(*, total: int, title: str) -> Any:
     return BatchProgress(total=total, title=title)
 
 
+def export_html(runs: Any, path: Any, *, title: str | None = None) -> Any:
+    """`run.export_html(path)` / `lab.export_html(runs, path)`: one self-contained HTML file (lab.share)."""
+    from .share import export_html as write
+
+    return write(runs, path, title=title)
+
+
+def compare_runs(a: Any, b: Any) -> Any:
+    """`lab.compare(a, b)`: a `lab.share.Comparison` of two runs or branches."""
+    from .share import compare
+
+    return compare(a, b)
+
+
+def display_comparison(comparison: Any) -> None:
+    """`display(comparison)` shows the compare widget (lab.widgets.compare_view)."""
+    from IPython.display import display
+
+    from .widgets.compare_view import CompareView
+
+    display(CompareView(comparison))
+
+
 def register_views() -> None:
     """Register every view above into `lab.display_hooks` (again: the same views)."""
     for name, view in (
@@ -82,5 +108,8 @@ def register_views() -> None:
         ("graph.mimebundle", graph_mimebundle),
         ("run.display", display_run),
         ("batch.progress", batch_progress),
+        ("share.export_html", export_html),
+        ("compare.make", compare_runs),
+        ("compare.display", display_comparison),
     ):
         display_hooks.register(name, view)

@@ -25,6 +25,7 @@ from .spec import (
     spec_from_manifest,
 )
 from .svg import CSS, Layout, clear_layout_cache, layout
+from .two_paths import TwoPaths, overlay_two_paths
 
 __all__ = (
     # what is drawn
@@ -49,6 +50,8 @@ __all__ = (
     "FrontierTask",
     "ForkFrame",
     "JoinProgress",
+    "TwoPaths",
+    "overlay_two_paths",
     "join_counts",
     # renderers
     "to_dot",

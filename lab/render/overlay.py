@@ -92,6 +92,10 @@ class Overlay:
             out.append("gl-break")
         return out
 
+    def edge_classes(self, src: str, dst: str) -> list[str]:
+        """The CSS classes of one edge: followed (thick) or idle (grey)."""
+        return ["gl-trav"] if self.traversed.get((src, dst)) else ["gl-idle"]
+
 
 def overlay_from_path(
     path: Sequence[str],

@@ -37,6 +37,14 @@ svg.gl-graph g.gl-trav>polygon{stroke:#0072B2;fill:#0072B2}
 svg.gl-graph g.gl-idle>path{stroke:#a3a3a3}
 svg.gl-graph g.gl-idle>polygon{stroke:#a3a3a3;fill:#a3a3a3}
 svg.gl-graph g.gl-idle>text{fill:#737373}
+svg.gl-graph g.gl-side-a>:is(path,polygon,ellipse){stroke:#0072B2;stroke-width:3.2px}
+svg.gl-graph g.gl-side-a>:is(path,polygon,ellipse):first-of-type{fill:#dbeafe}
+svg.gl-graph g.gl-side-b>:is(path,polygon,ellipse){stroke:#009E73;stroke-width:3.2px;stroke-dasharray:6 3}
+svg.gl-graph g.gl-side-b>:is(path,polygon,ellipse):first-of-type{fill:#d1fae5}
+svg.gl-graph g.gl-side-a.gl-side-b>:is(path,polygon,ellipse):first-of-type{fill:#e0f2f1}
+svg.gl-graph g.edge.gl-side-b>polygon{fill:#009E73;stroke-dasharray:none}
+svg.gl-graph g.edge.gl-side-a>polygon{fill:#0072B2}
+svg.gl-graph g.gl-diverged>:is(path,polygon,ellipse){stroke:#E69F00;stroke-width:4px}
 """.strip()
 
 _GROUP = re.compile(r'<g id="gl([ne])(\d+)" class="(?:node|edge)">')
@@ -84,7 +92,7 @@ class Layout:
                 e = edges[i]
                 cls = "edge"
                 if ov is not None:
-                    cls += " gl-trav" if ov.traversed.get((e.src, e.dst)) else " gl-idle"
+                    cls += " " + " ".join(ov.edge_classes(e.src, e.dst))
                 append(f'<g class="{cls}" data-edge="{escape(e.src)}&#8594;{escape(e.dst)}">')
             else:
                 e = edges[i]

@@ -19,8 +19,8 @@ import lab
 from tests.conftest import declare_counter
 
 ROOT = Path(lab.__file__).resolve().parent.parent
-VIEWS = ("lab.render", "lab.widgets", "lab.views", "kernel_ext")
-"""The view layer: modules (and packages) nothing below them may import."""
+VIEWS = ("lab.render", "lab.share", "lab.widgets", "lab.views", "kernel_ext")
+"""The view layer: modules (and packages) nothing below them may import (lab.share: the HTML export, compare)."""
 ABOVE_VIEWS = ("lab", "lab.bench")
 """The package facade (it registers the views) and the benchmarks (they time the drawing)."""
 

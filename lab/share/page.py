@@ -1,0 +1,161 @@
+"""One self-contained HTML page from plain data: pure functions, no store, no kernel, no network.
+
+`page_html(title, runs, drawings, comparison=...)` writes the whole file: a Content-Security-Policy
+that allows no network at all and runs only the page's own script (by its SHA-256), the style,
+one section per run (its drawing inline, empty panels the script fills), the comparison as
+escaped HTML (`comparison_html`, which the compare widget shows too), the data as a JSON block
+with `<`, `>` and `&` escaped (no value can close the block), and the script.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from html import escape
+from typing import Any
+
+from .page_script import SCRIPT, STYLE
+
+__all__ = ("page_html", "json_block", "comparison_html", "csp")
+
+_JSON_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+
+
+def json_block(data: Any) -> str:
+    """JSON for a `<script type="application/json">` block: no `</script>` or `<!--` can appear in it."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    for bad, escaped in _JSON_ESCAPES:  # str.replace per character: far faster than str.translate
+        if bad in text:
+            text = text.replace(bad, escaped)
+    return text
+
+
+def csp(script: str = SCRIPT) -> str:
+    """No fetch of any kind; only the page's own script runs; inline styles (the SVG's) apply."""
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    return (
+        "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
+        f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
+    )
+
+
+def _run_section(index: int, run: dict[str, Any], drawing: str) -> str:
+    title = f"Run {escape(run['id'])}"
+    body = (
+        f'<div class="gl-head"></div>'
+        f'<div class="gl-timeline"><button class="gl-prev" title="previous checkpoint">◀</button>'
+        f'<input class="gl-scrub" type="range" aria-label="checkpoint of run {escape(run["id"])}">'
+        f'<button class="gl-next" title="next checkpoint">▶</button></div>'
+        f'<p class="gl-selected gl-label"></p>'
+        f'<div class="gl-cols"><div class="gl-drawing">{drawing}</div>'
+        f'<div class="gl-side"><div class="gl-state"></div><div class="gl-diff"></div></div></div>'
+        f'<div class="gl-waits"></div><div class="gl-children"></div>'
+        f'<h3>Event log</h3><label><input type="checkbox" class="gl-events-all"> every event of the run</label>'
+        f'<div class="gl-events"></div>'
+    )
+    attrs = f'id="run-{escape(run["id"])}" class="gl-run" data-run-index="{index}"'
+    if run.get("child_of"):
+        return f'<details {attrs}><summary>Subgraph child: {title} ({escape(run["graph"])})</summary>{body}</details>'
+    return f"<section {attrs}><h2>{title}</h2>{body}</section>"
+
+
+def _code(value: Any, limit: int = 2000) -> str:
+    text = json.dumps(value, ensure_ascii=False, indent=1, default=str)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return f'<code class="gl-json">{escape(text)}</code>'
+
+
+def _where(side: dict[str, Any] | None) -> str:
+    if side is None:
+        return '<span class="gl-note">(no checkpoint)</span>'
+    station = f" · {escape(side['station'])}" if side.get("station") else ""
+    return f"{escape(side['run'])}@{side['seq']}{station} · {escape(side['status'])}"
+
+
+def _first(side: str, first: dict[str, Any] | None) -> str:
+    if first is None:
+        return f"<p><b>{side}</b>: no station settled after the divergence</p>"
+    return (
+        f"<p><b>{side}</b>: station <b>{escape(first['station'])}</b> "
+        f"(run {escape(first['run'])}, checkpoint {first['from_seq']} → {first['seq']})</p>"
+        f"<p>its node fields:</p>{_code(first['fields'])}<p>the state it started from:</p>{_code(first['state_before'])}"
+    )
+
+
+def comparison_html(data: dict[str, Any], drawing: str) -> str:
+    """A comparison (`Comparison.to_json()`) as escaped HTML: legend, drawing, first station, table."""
+    a, b = data["a"], data["b"]
+    legend = (
+        '<p class="gl-legend"><span><i class="gl-swatch" style="border-color:#0072B2"></i>A (solid): '
+        f"{escape(a['label'])}</span>"
+        '<span><i class="gl-swatch" style="border-color:#009E73;border-top-style:dashed"></i>B (dashed): '
+        f"{escape(b['label'])}</span>"
+        '<span><i class="gl-swatch" style="border-color:#9ca3af"></i>grey fill: both (shared prefix)</span>'
+        '<span><i class="gl-swatch" style="border-color:#E69F00"></i>◆ where they diverged</span></p>'
+    )
+    same = data["shared"] >= max(a["length"], b["length"])
+    summary = (
+        f"<p>The two branches are the same ({data['shared']} checkpoints).</p>"
+        if same
+        else f"<p>{data['shared']} aligned checkpoints shared; they diverge at position {data['shared']} "
+        f"(A has {a['length']}, B has {b['length']}).</p>"
+    )
+    rows = []
+    for r in data["rows"]:
+        changes = r["changes"]
+        if changes is None:
+            cell = '<span class="gl-note">only one side has a checkpoint here</span>'
+        elif not changes:
+            cell = '<span class="gl-note">same state</span>'
+        else:
+            cell = "<br>".join(
+                f'<span class="gl-{escape(c["kind"])}"><code>{escape(c["path"])}</code> {escape(c["kind"])}: '
+                f"{'' if c['kind'] == 'added' else escape(_short(c['old']))} → "
+                f"{'' if c['kind'] == 'removed' else escape(_short(c['new']))}</span>"
+                for c in changes[:50]
+            ) + (f'<br><span class="gl-note">… {len(changes) - 50} more</span>' if len(changes) > 50 else "")
+        rows.append(f"<tr><td>{r['index']}</td><td>{_where(r['a'])}</td><td>{_where(r['b'])}</td><td>{cell}</td></tr>")
+    more = data["total_rows"] - len(data["rows"])
+    tail = f'<p class="gl-note">… {more} more aligned checkpoints not shown</p>' if more > 0 else ""
+    first = data["first"]
+    return (
+        f'<div class="gl-comparison">{legend}{summary}'
+        f'<div class="gl-cols"><div class="gl-drawing">{drawing}</div><div class="gl-side">'
+        f"<h3>First differing station</h3>{_first('A', first['a'])}{_first('B', first['b'])}</div></div>"
+        "<h3>State differences at aligned checkpoints</h3>"
+        "<table><tr><th>position</th><th>A</th><th>B</th><th>state differences (A → B)</th></tr>"
+        f"{''.join(rows)}</table>{tail}</div>"
+    )
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def page_html(
+    title: str,
+    runs: list[dict[str, Any]],
+    drawings: dict[str, str],
+    *,
+    comparison: tuple[dict[str, Any], str] | None = None,
+) -> str:
+    """The whole page. `runs` and `drawings` come from `collect`; `comparison` is (data, its drawing)."""
+    sections = "".join(_run_section(i, run, drawings.get(run["drawing"], "")) for i, run in enumerate(runs))
+    compared = ""
+    if comparison is not None:
+        compared = f'<section class="gl-compare"><h2>Comparison</h2>{comparison_html(*comparison)}</section>'
+    data = {"version": 1, "title": title, "runs": runs}
+    return (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f'<meta http-equiv="Content-Security-Policy" content="{escape(csp(), quote=False)}">'
+        f'<meta name="generator" content="Graph Lab export"><title>{escape(title)}</title>'
+        f"<style>{STYLE}</style></head><body>"
+        f'<h1>{escape(title)}</h1><p class="gl-sub">Exported by Graph Lab: one file, no kernel, no network. '
+        "Drag the timeline (or use ◀ ▶) to see each checkpoint.</p>"
+        f"{compared}{sections}"
+        f'<script type="application/json" id="gl-data">{json_block(data)}</script>'
+        f"<script>{SCRIPT}</script></body></html>\n"
+    )

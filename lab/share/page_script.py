@@ -1,0 +1,273 @@
+"""The hand-written script and style of a shared page: no library, no network, text set with textContent.
+
+The script reads the page's JSON data block (`#gl-data`) and fills each run section: the timeline
+(a range input with ◀ ▶), the drawing restyled for the selected checkpoint (the classes and text
+marks `lab.render` uses), the state tree, the diff from the previous checkpoint (the same rules as
+lab/diff.py), the event log, the waits with their verdicts, and links to subgraph children. It
+never writes HTML from data: every value goes in through `textContent`, so a state holding
+`<script>` shows as text. `PANELS` names the per-run panels in order; a new section of the data
+model (recorded calls) adds a function to it.
+"""
+
+from __future__ import annotations
+
+__all__ = ("SCRIPT", "STYLE")
+
+STYLE = """
+body{font:14px/1.45 Helvetica,Arial,sans-serif;color:#111;margin:0;padding:16px 24px;background:#fafafa}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:17px;margin:18px 0 6px} h3{font-size:15px;margin:14px 0 4px}
+.gl-sub{color:#555;margin:0 0 12px}
+section.gl-run,section.gl-compare{background:#fff;border:1px solid #ddd;border-radius:6px;padding:12px 16px;margin:0 0 16px}
+details.gl-child>summary{cursor:pointer;font-weight:700}
+.gl-cols{display:flex;gap:16px;flex-wrap:wrap;align-items:flex-start}
+.gl-drawing{flex:0 1 420px;min-width:240px;overflow:auto}
+.gl-side{flex:1 1 420px;min-width:300px}
+.gl-timeline{display:flex;gap:8px;align-items:center;margin:8px 0}
+.gl-timeline input[type=range]{flex:1}
+.gl-timeline button{font-size:14px;padding:2px 10px}
+.gl-selected{font-family:ui-monospace,Menlo,monospace;font-size:13px}
+table{border-collapse:collapse;font-size:12.5px;margin:4px 0}
+th,td{border:1px solid #e5e5e5;padding:3px 6px;text-align:left;vertical-align:top}
+th{background:#f3f4f6}
+code,.gl-json{font-family:ui-monospace,Menlo,monospace;font-size:12.5px;white-space:pre-wrap;word-break:break-all}
+details.gl-tree{margin-left:2px} details.gl-tree>ul{margin:0;padding-left:18px;list-style:none}
+.gl-key{color:#6b21a8}
+.gl-added{background:#e7f6ec} .gl-removed{background:#fde8e8} .gl-changed{background:#fff7e0}
+.gl-note{color:#666;font-style:italic}
+.gl-error{color:#b42318}
+.gl-legend span{display:inline-block;margin-right:14px}
+.gl-swatch{display:inline-block;width:22px;height:0;border-top:3px solid;vertical-align:middle;margin-right:4px}
+""".strip()
+
+SCRIPT = r"""
+(function () {
+  "use strict";
+  var doc = JSON.parse(document.getElementById("gl-data").textContent);
+  var START = "__start__", END = "__end__", ARROW = "\u2192";
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function show(v, limit) {
+    var t = JSON.stringify(v);
+    if (t === undefined) t = String(v);
+    limit = limit || 160;
+    return t.length > limit ? t.slice(0, limit - 1) + "\u2026" : t;
+  }
+  function tree(v, depth) {
+    if (v === null || typeof v !== "object") return el("code", "gl-json", JSON.stringify(v));
+    var arr = Array.isArray(v), keys = arr ? v.map(function (_, i) { return i; }) : Object.keys(v);
+    var d = el("details", "gl-tree");
+    if (depth < 2) d.open = true;
+    d.appendChild(el("summary", null, arr ? "list [" + keys.length + "]" : "{" + keys.length + " fields}"));
+    var ul = el("ul");
+    keys.slice(0, 500).forEach(function (k) {
+      var li = el("li");
+      li.appendChild(el("span", "gl-key", arr ? "[" + k + "]" : k));
+      li.appendChild(document.createTextNode(": "));
+      li.appendChild(tree(v[k], depth + 1));
+      ul.appendChild(li);
+    });
+    if (keys.length > 500) ul.appendChild(el("li", "gl-note", "\u2026 " + (keys.length - 500) + " more"));
+    d.appendChild(ul);
+    return d;
+  }
+  function isObj(v) { return v !== null && typeof v === "object" && !Array.isArray(v); }
+  function diff(a, b, path, out) {  // the rules of lab/diff.py: dicts by key, lists by index
+    if (isObj(a) && isObj(b)) {
+      Object.keys(a).concat(Object.keys(b).filter(function (k) { return !(k in a); })).forEach(function (k) {
+        var sub = path ? path + "." + k : k;
+        if (!(k in a)) out.push([sub, "added", null, b[k]]);
+        else if (!(k in b)) out.push([sub, "removed", a[k], null]);
+        else diff(a[k], b[k], sub, out);
+      });
+    } else if (Array.isArray(a) && Array.isArray(b)) {
+      for (var i = 0; i < Math.max(a.length, b.length); i++) {
+        var s = path + "[" + i + "]";
+        if (i >= a.length) out.push([s, "added", null, b[i]]);
+        else if (i >= b.length) out.push([s, "removed", a[i], null]);
+        else diff(a[i], b[i], s, out);
+      }
+    } else if (JSON.stringify(a) !== JSON.stringify(b)) {
+      out.push([path || "(state)", "changed", a, b]);
+    }
+    return out;
+  }
+  function table(headers, rows) {
+    var t = el("table"), tr = el("tr");
+    headers.forEach(function (h) { tr.appendChild(el("th", null, h)); });
+    t.appendChild(tr);
+    rows.forEach(function (r) {
+      var row = el("tr", r.cls || null);
+      r.cells.forEach(function (c) {
+        var td = el("td");
+        if (c instanceof Node) td.appendChild(c); else td.textContent = c === null || c === undefined ? "" : String(c);
+        row.appendChild(td);
+      });
+      t.appendChild(row);
+    });
+    return t;
+  }
+  function verdict(w) {
+    var r = w.resolution;
+    if (!r) return "open";
+    if (r.approved === true) return "approved";
+    if (r.approved === false) return "denied";
+    if ("answer" in r) return "answered " + show(r.answer, 80);
+    if (r.granted) return "granted " + r.granted;
+    if (r.continued) return "continued";
+    return show(r, 80);
+  }
+
+  function Viewer(section, run) {
+    var cps = run.checkpoints, n = cps.length;
+    var q = function (s) { return section.querySelector(s); };
+    var slider = q("input.gl-scrub"), label = q(".gl-label");
+    var nodes = {}, edges = {};
+    section.querySelectorAll(".gl-drawing g[data-station]").forEach(function (g) {
+      nodes[g.getAttribute("data-station")] = { g: g, base: g.getAttribute("class"), mark: g.querySelector("text.gl-mark") };
+    });
+    section.querySelectorAll(".gl-drawing g[data-edge]").forEach(function (g) {
+      edges[g.getAttribute("data-edge")] = g;
+    });
+    var eventsAll = q(".gl-events-all");
+    var self = this;
+    this.run = run;
+    this.index = n - 1;
+
+    function light(i) {
+      var cp = cps[i], path = [], visits = {}, hops = {};
+      for (var j = 1; j <= i; j++) if (cps[j].station) path.push(cps[j].station);
+      var pending = cp.status === "done" ? [END] : cp.next.map(function (p) { return p.node; });
+      var first = path.length ? path[0] : pending[0];
+      var seq = first === undefined || first === END ? [] : [START, first];
+      path.forEach(function (s) { visits[s] = (visits[s] || 0) + 1; });
+      var walk = path.concat(pending.length ? [pending[0]] : []);
+      if (seq.length) hops[seq.join(ARROW)] = 1;
+      for (var k = 0; k + 1 < walk.length; k++) { var h = walk[k] + ARROW + walk[k + 1]; hops[h] = (hops[h] || 0) + 1; }
+      var atHead = i === n - 1;
+      var failed = atHead && run.status === "failed" && run.error ? run.error.node_id : null;
+      var parked = cp.status === "waiting" && cp.next.length ? cp.next[0].node : null;
+      Object.keys(nodes).forEach(function (id) {
+        var o = nodes[id], cls = [o.base], marks = [];
+        if (run.marks[id]) marks.push(run.marks[id]);
+        if (id === failed) { cls.push("gl-failed"); marks.push("\u2716 failed"); }
+        else if (id === parked) { cls.push("gl-parked"); marks.push("\u2016 waiting"); }
+        else if (pending.indexOf(id) >= 0) { cls.push("gl-current"); marks.push(id === END ? "\u25b6 done" : "\u25b6 next"); }
+        if (visits[id]) { cls.push("gl-visited"); marks.push("\u00d7" + visits[id]); }
+        o.g.setAttribute("class", cls.join(" "));
+        if (o.mark) o.mark.textContent = marks.join(" ") || " ";
+      });
+      Object.keys(edges).forEach(function (h) {
+        edges[h].setAttribute("class", "edge " + (hops[h] ? "gl-trav" : "gl-idle"));
+      });
+    }
+
+    function events(i) {
+      var box = q(".gl-events"), seq = cps[i].seq, all = eventsAll.checked;
+      var list = all ? run.events : run.events.filter(function (e) { return e.cp === seq; });
+      box.textContent = "";
+      box.appendChild(el("p", "gl-note", (all ? "all " + list.length + " events" : list.length + " events at checkpoint " + seq) +
+        (list.length > 1000 ? " (the first 1000 shown)" : "")));
+      box.appendChild(table(["#", "kind", "station", "attempt", "checkpoint", "details", "at"],
+        list.slice(0, 1000).map(function (e) {
+          return { cells: [e.seq, e.kind, e.node, e.attempt, e.cp, Object.keys(e.payload || {}).length ? show(e.payload) : "", e.at] };
+        })));
+    }
+
+    this.select = function (i) {
+      i = Math.max(0, Math.min(n - 1, i));
+      self.index = i;
+      slider.value = String(i);
+      var cp = cps[i], prev = i > 0 ? cps[i - 1] : null;
+      light(i);
+      var next = cp.status === "done" ? "End" : cp.next.map(function (p) { return p.node; }).join(", ") || "End";
+      label.setAttribute("data-seq", String(cp.seq));
+      label.textContent = "checkpoint " + cp.seq + (cp.seq === run.head ? " (head)" : "") + " \u00b7 " + (i + 1) + " of " + n +
+        " \u00b7 " + cp.status + (cp.station ? " \u00b7 settled by " + cp.station : "") + " \u00b7 next " + next;
+      var state = q(".gl-state");
+      state.textContent = "";
+      state.appendChild(el("h3", null, "State at checkpoint " + cp.seq));
+      state.appendChild(tree(cp.state, 0));
+      if (cp.next.length) {
+        state.appendChild(el("h3", null, "Next stations and their inputs"));
+        state.appendChild(table(["station", "fields"], cp.next.map(function (p) { return { cells: [p.node, show(p.fields, 400)] }; })));
+      }
+      var d = q(".gl-diff");
+      d.textContent = "";
+      d.appendChild(el("h3", null, prev ? "Changes from checkpoint " + prev.seq + " to " + cp.seq : "Changes"));
+      var changes = prev ? diff(prev.state, cp.state, "", []) : [];
+      if (!changes.length) d.appendChild(el("p", "gl-note", prev ? "no differences" : "the first checkpoint"));
+      else d.appendChild(table(["field", "change", "before", "after"], changes.map(function (c) {
+        return { cls: "gl-" + c[1], cells: [c[0], c[1], c[1] === "added" ? "" : show(c[2]), c[1] === "removed" ? "" : show(c[3])] };
+      })));
+      events(i);
+    };
+
+    slider.min = "0";
+    slider.max = String(Math.max(0, n - 1));
+    slider.addEventListener("input", function () { self.select(parseInt(slider.value, 10)); });
+    q(".gl-prev").addEventListener("click", function () { self.select(self.index - 1); });
+    q(".gl-next").addEventListener("click", function () { self.select(self.index + 1); });
+    eventsAll.addEventListener("change", function () { events(self.index); });
+    PANELS.forEach(function (panel) { panel(section, run, self); });
+    if (n) this.select(n - 1); else label.textContent = "no checkpoints yet";
+  }
+
+  function header(section, run) {
+    var h = section.querySelector(".gl-head");
+    var bits = ["graph " + run.graph + "@" + run.revision, "status " + run.status, "head " + run.head,
+      run.checkpoints.length + " checkpoints on this branch"];
+    if (run.upto !== null && run.upto !== undefined) bits.push("branch ending at checkpoint " + run.upto);
+    if (run.parent_run) bits.push("forked from " + run.parent_run + "@" + run.parent_seq);
+    if (run.child_of) bits.push("subgraph child of " + run.child_of.run + " at station " + run.child_of.node);
+    h.appendChild(el("p", "gl-sub", bits.join(" \u00b7 ")));
+    if (run.error) h.appendChild(el("p", "gl-error", "station " + run.error.node_id + " failed: " + (run.error.type || "") + ": " + (run.error.message || "")));
+    if (run.status === "done") h.appendChild(el("p", null, "output: " + show(run.output, 400)));
+  }
+  function waits(section, run, viewer) {
+    var box = section.querySelector(".gl-waits");
+    box.appendChild(el("h3", null, "Waits (" + run.waits.length + ")"));
+    if (!run.waits.length) { box.appendChild(el("p", "gl-note", "this run never waited")); return; }
+    box.appendChild(table(["kind", "station", "checkpoint", "prompt", "details", "verdict", "note", "asked", "answered", ""],
+      run.waits.map(function (w) {
+        var go = el("button", "gl-go", "show");
+        go.addEventListener("click", function () {
+          var i = run.checkpoints.map(function (c) { return c.seq; }).indexOf(w.cp);
+          if (i >= 0) viewer.select(i);
+        });
+        return { cells: [w.kind, w.node, w.cp, w.prompt, w.details === null ? "" : show(w.details), verdict(w),
+          w.resolution && w.resolution.note ? w.resolution.note : "", w.at, w.resolved_at, go] };
+      })));
+  }
+  function children(section, run) {
+    var box = section.querySelector(".gl-children");
+    if (!run.children.length) return;
+    box.appendChild(el("h3", null, "Subgraph children (" + run.children.length + ")"));
+    var ul = el("ul");
+    run.children.forEach(function (c) {
+      var li = el("li"), a = el("a", null, "run " + c.run);
+      a.setAttribute("href", "#run-" + c.run);
+      a.addEventListener("click", function () {
+        var d = document.getElementById("run-" + c.run);
+        if (d && d.tagName === "DETAILS") d.open = true;
+      });
+      li.appendChild(document.createTextNode("station " + c.node + ": graph " + c.graph + ", "));
+      li.appendChild(a);
+      ul.appendChild(li);
+    });
+    box.appendChild(ul);
+  }
+  var PANELS = [header, waits, children];
+
+  window.glViewers = [];
+  document.querySelectorAll("[data-run-index]").forEach(function (section) {
+    var run = doc.runs[parseInt(section.getAttribute("data-run-index"), 10)];
+    window.glViewers.push(new Viewer(section, run));
+  });
+  document.documentElement.setAttribute("data-gl-ready", "1");
+})();
+""".strip()

@@ -1,0 +1,21 @@
+"""Smoke test of `python -m lab.bench.share`: every measure runs and reports; timing is never asserted.
+
+The size is a property of the file, not a timing: a page of a short run must stay inside the
+issue's budget per checkpoint (20 MB for 10,000 checkpoints: 2 kB each).
+"""
+
+from __future__ import annotations
+
+import re
+
+from lab.bench import share as bench_share
+
+
+def test_share_benchmark_reports_every_measure(capsys):
+    assert bench_share.main(["--checkpoints", "301", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "failed" not in out, out
+    for name in ("run.export_html (301 checkpoints)", "its file size", "lab.compare(run, fork)", "lab.export_html([run, fork])"):
+        assert f"| {name}" in out, out
+    size_mb = float(re.search(r"\| its file size \| ([\d.]+) MB", out).group(1))
+    assert size_mb < 20 * 301 / 10_000, out

@@ -1,0 +1,33 @@
+"""Sharing reads runs only through the public API, so it works the same on both stores.
+
+Scenarios, on DuckDB and on PostgreSQL: a run and its fork export as one page each and compared,
+with the same checkpoints, events and comparison on either backend.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import Counter, Inc, declare_counter
+
+
+def _runs(path: Path) -> list[dict]:
+    text = path.read_text()
+    start = text.index('id="gl-data">') + len('id="gl-data">')
+    return json.loads(text[start : text.index("</script>", start)])["runs"]
+
+
+def test_export_and_compare_on_both_stores(lab, tmp_path) -> None:
+    run = declare_counter(lab, "share_counter").start(Inc(), state=Counter(seen=["</script>"]))
+    run.run()
+    fork = run.fork(2, state=Counter(count=10))
+    fork.run()
+    (data,) = _runs(run.export_html(tmp_path / "run.html"))
+    assert [c["seq"] for c in data["checkpoints"]] == list(run.history().seqs)
+    assert [e["kind"] for e in data["events"]] == [e.kind for e in run.events()]
+    assert [c["station"] for c in data["checkpoints"][1:3]] == ["Inc", "Check"]
+    cmp = lab.compare(run, fork)
+    assert cmp.shared == 2 and cmp.first_b["state_before"] == {"count": 10, "seen": []}
+    pair = _runs(lab.export_html([run, fork], tmp_path / "cmp.html"))
+    assert [r["id"] for r in pair] == [run.id, fork.id] and pair[1]["parent_run"] == run.id
