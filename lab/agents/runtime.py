@@ -96,9 +96,17 @@ async def run_request(
     agent: Any, request: dict[str, Any], emit: Callable[[list[tuple[str, dict[str, Any]]]], None]
 ) -> tuple[Any, dict[str, Any]]:
     """Run `request` on `agent`; after each agent step, `emit([("message", ...), ..., ("usage", ...)])`
-    with what it added. Returns (output JSON, usage)."""
-    seen = 0
-    async with agent.iter(user_prompt(request)) as agent_run:
+    with what it added. Returns (output JSON, usage).
+
+    A tool declared `requires_approval=True` ends the round: the output is then the calls to approve
+    and the messages so far (`approvals.approvals_output`), and a request carrying `resume` (the
+    next round) continues those messages with the person's verdict on the calls.
+    """
+    from .approvals import agent_call, approvals_output
+
+    call = agent_call(agent, request)
+    seen = len(call.get("message_history") or ())
+    async with agent.iter(**call) as agent_run:
         async for _node in agent_run:
             messages = agent_run.all_messages()
             if len(messages) > seen:
@@ -106,4 +114,7 @@ async def run_request(
                 seen = len(messages)
     result = agent_run.result
     assert result is not None
+    deferred = approvals_output(result)
+    if deferred is not None:
+        return deferred, usage_json(result.usage)
     return to_jsonable_python(result.output), usage_json(result.usage)
