@@ -110,13 +110,11 @@ def resume_of(pending: dict[str, Any], verdict: dict[str, Any]) -> dict[str, Any
 # -- in the runner (needs pydantic-ai) ---------------------------------------------------------
 
 
-def agent_call(agent: Any, request: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments of `agent.iter(...)` for `request`: the prompt, or the next round's
-    messages and verdicts; the agent's output type plus `DeferredToolRequests` either way."""
+def agent_call(agent: Any, request: dict[str, Any], prompt: str) -> dict[str, Any]:
+    """The keyword arguments of `agent.iter(...)` for `request`: its `prompt` (the first round), or the
+    next round's messages and verdicts; the agent's output type plus `DeferredToolRequests` either way."""
     from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
     from pydantic_ai.messages import ModelMessagesTypeAdapter
-
-    from .runtime import user_prompt
 
     declared = agent.output_type
     spec = list(declared) if isinstance(declared, (list, tuple)) else [declared]
@@ -124,7 +122,7 @@ def agent_call(agent: Any, request: dict[str, Any]) -> dict[str, Any]:
         spec.append(DeferredToolRequests)
     resume = request.get("resume")
     if not resume:
-        return {"user_prompt": user_prompt(request), "output_type": spec}
+        return {"user_prompt": prompt, "output_type": spec}
     note = resume.get("note") or "The person denied this tool call."
     verdicts = {cid: (True if ok else ToolDenied(note)) for cid, ok in resume["approvals"].items()}
     return {

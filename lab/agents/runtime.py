@@ -104,7 +104,7 @@ async def run_request(
     """
     from .approvals import agent_call, approvals_output
 
-    call = agent_call(agent, request)
+    call = agent_call(agent, request, user_prompt(request))
     seen = len(call.get("message_history") or ())
     async with agent.iter(**call) as agent_run:
         async for _node in agent_run:
