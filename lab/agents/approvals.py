@@ -112,17 +112,20 @@ def resume_of(pending: dict[str, Any], verdict: dict[str, Any]) -> dict[str, Any
 
 def agent_call(agent: Any, request: dict[str, Any], prompt: str) -> dict[str, Any]:
     """The keyword arguments of `agent.iter(...)` for `request`: its `prompt` (the first round), or the
-    next round's messages and verdicts; the agent's output type plus `DeferredToolRequests` either way."""
+    next round's messages and verdicts; the agent's output type plus `DeferredToolRequests` when a tool
+    of the agent needs approval (another agent runs exactly as declared)."""
     from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied
     from pydantic_ai.messages import ModelMessagesTypeAdapter
 
     declared = agent.output_type
     spec = list(declared) if isinstance(declared, (list, tuple)) else [declared]
-    if DeferredToolRequests not in spec:
-        spec.append(DeferredToolRequests)
     resume = request.get("resume")
     if not resume:
-        return {"user_prompt": prompt, "output_type": spec}
+        if DeferredToolRequests in spec or not _asks_approval(agent):
+            return {"user_prompt": prompt}  # the agent as declared (no output schema built again per job)
+        return {"user_prompt": prompt, "output_type": [*spec, DeferredToolRequests]}
+    if DeferredToolRequests not in spec:
+        spec.append(DeferredToolRequests)
     note = resume.get("note") or "The person denied this tool call."
     verdicts = {cid: (True if ok else ToolDenied(note)) for cid, ok in resume["approvals"].items()}
     return {
@@ -131,6 +134,15 @@ def agent_call(agent: Any, request: dict[str, Any], prompt: str) -> dict[str, An
         "deferred_tool_results": DeferredToolResults(approvals=verdicts),
         "output_type": spec,
     }
+
+
+def _asks_approval(agent: Any) -> bool:
+    """Whether any of the agent's tools is declared `requires_approval=True` (its toolsets' `tools`)."""
+    for toolset in getattr(agent, "toolsets", ()):
+        tools = getattr(toolset, "tools", None)
+        if isinstance(tools, dict) and any(getattr(t, "requires_approval", False) for t in tools.values()):
+            return True
+    return False
 
 
 def approvals_output(result: Any) -> dict[str, Any] | None:

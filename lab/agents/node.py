@@ -57,7 +57,7 @@ class DelegationRequired(WaitSignal):
 
     def before_park(self, run: Any, wait: Any) -> Any:
         job = run.lab.agents.queue_for_wait(run, wait, self.node.runtime, self.request)
-        return {**self.request, "request_id": job.request_id, "runtime": self.node.runtime}
+        return {**job.request, "request_id": job.request_id, "runtime": self.node.runtime}  # with its binding
 
     def after_park(self, run: Any, wait: Any) -> None:
         run.lab.agents.admit(wait.details["request_id"])
