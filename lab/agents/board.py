@@ -103,7 +103,7 @@ class AgentBoard(Cancelling):
 
         `runner="subprocess"` runs each job in a worker process that survives a kernel restart; the
         worker imports the agent from `target` ("package.module:attribute"). Registering a name again
-        replaces it (a re-run cell).
+        replaces it (a re-run cell) for new runs; a run keeps the binding its first job recorded.
         """
         from .runtime import Runtime
 
