@@ -49,7 +49,6 @@ _orphans: list[subprocess.Popen[bytes]] = []
 """Workers still running when their watch ended (a lab closed under them): kept so they are not reaped noisily."""
 
 
-
 def board_for(lab: Lab) -> AgentBoard:
     """The board of `lab`'s store (every Lab on one store shares it)."""
     store = lab.store
