@@ -123,10 +123,11 @@ class JobTables:
         now = _now()
         sql = self._job_sql
         with self._job_tx(request_id) as con:
-            found = con.execute(sql(q.JOB_STATUS), [request_id]).fetchone()
+            found = con.execute(sql(q.JOB_STATUS), [request_id, request_id]).fetchone()
             if found is None:
                 raise StoreError(f"no agent job {request_id!r} in the store; lab.agents.jobs() lists them")
             before = status = found[0]
+            first = int(found[1])  # the next event's seq: nothing else writes the job while it is held
             events = [(kind, None, None, payload) for kind, payload in observations if not self._line_seen(con, request_id, payload)]
             fields: dict[str, Any] = {}
             ended = False
@@ -146,9 +147,8 @@ class JobTables:
                 args: list[Any] = [status, now, *(_dump(v) for v in fields.values())]
                 if ended:
                     args.append(now)
-                con.execute(sql(q.job_transition(list(fields), ended=ended)), [*args, request_id, [before]]).fetchall()
+                con.execute(sql(q.job_transition(list(fields), ended=ended)), [*args, request_id, [before]])
             if events:
-                first = con.execute(sql(q.JOB_NEXT_EVENT), [request_id]).fetchone()[0]
                 params: list[Any] = []
                 for i, (kind, from_status, to_status, payload) in enumerate(events):
                     params += [request_id, first + i, kind, from_status, to_status, json.dumps(payload), now]

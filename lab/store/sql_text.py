@@ -19,7 +19,7 @@ __all__ = (
     "GRAPH_REVISION", "GRAPH_NEXT_REVISION", "GRAPH_INSERT", "MANIFEST",
     "SCHEMA_VERSION_READ", "META_COLUMNS", "list_runs",
     "JOB_COLS", "JOB_EVENT_COLS", "JOB", "JOB_STATUS", "JOB_INSERT", "JOBS", "JOB_EVENTS", "JOB_EVENT_INSERT",
-    "JOB_LINE_SEEN", "JOB_NEXT_EVENT", "job_events_insert", "job_transition", "list_jobs",
+    "JOB_LINE_SEEN", "job_events_insert", "job_transition", "list_jobs",
     "EFFECT_COLS", "EFFECT", "EFFECT_INSERT", "EFFECT_RESTART", "EFFECT_FINISH", "EFFECTS", "EFFECTS_OF_RUN",
 )  # fmt: skip
 
@@ -107,7 +107,10 @@ JOB_COLS = (
 )
 JOB_EVENT_COLS = "request_id, seq, kind, from_status, to_status, payload, created_at"
 JOB = f"SELECT {JOB_COLS} FROM jobs WHERE request_id = ?"
-JOB_STATUS = "SELECT status FROM jobs WHERE request_id = ?"
+JOB_STATUS = (
+    "SELECT status, (SELECT coalesce(max(seq), -1) + 1 FROM job_events WHERE request_id = ?) FROM jobs WHERE request_id = ?"
+)
+"""A job's status and the seq its next event gets, in one statement (the caller holds the job: see `jobs.py`)."""
 JOB_INSERT = (
     f"INSERT INTO jobs ({JOB_COLS}) VALUES "
     "(?, ?, ?, ?, ?, ?, ?, {json}, ?, ?, ?, {json}, {json}, {json}, {json}, ?, ?, ?)"
@@ -120,12 +123,10 @@ JOB_EVENT_INSERT = (
     "CAST(? AS VARCHAR), {json}, CAST(? AS TIMESTAMP) FROM job_events WHERE request_id = ?"
 )
 """A job's next event, numbered from its stored ones (the caller holds the job: see `jobs.py`)."""
-JOB_NEXT_EVENT = "SELECT coalesce(max(seq), -1) + 1 FROM job_events WHERE request_id = ?"
-"""The seq a job's next event gets (the caller holds the job)."""
 
 
 def job_events_insert(n: int) -> str:
-    """`n` events of one job in one statement, their seqs given (from `JOB_NEXT_EVENT`)."""
+    """`n` events of one job in one statement, their seqs given (from `JOB_STATUS`)."""
     row = "(?, ?, ?, ?, ?, {json}, ?)"
     return f"INSERT INTO job_events ({JOB_EVENT_COLS}) VALUES " + ", ".join([row] * n)
 
@@ -136,13 +137,12 @@ JOB_LINE_SEEN = "SELECT 1 FROM job_events WHERE request_id = ? AND CAST(payload-
 
 def job_transition(columns: Sequence[str], *, ended: bool) -> str:
     """Move a job to a status (a parameter) with `columns` set (a {json} parameter each), only if
-    its status is one of a list (the last parameter, after the request id); returns its id when applied."""
+    its status is one of a list (the last parameter, after the request id)."""
     sets = ["status = ?", "updated_at = ?", *(f"{c} = {{json}}" for c in columns)]
     if ended:
         sets.append("ended_at = ?")
     return (
-        f"UPDATE jobs SET {', '.join(sets)} WHERE request_id = ? AND status IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
-        "RETURNING request_id"
+        f"UPDATE jobs SET {', '.join(sets)} WHERE request_id = ? AND status IN (SELECT unnest(CAST(? AS VARCHAR[])))"
     )
 
 
