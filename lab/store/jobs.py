@@ -65,19 +65,18 @@ class JobTables:
         id is refused there, with words about the request).
         """
         sql = self._job_sql
+        now = _now()
         with self._job_tx(job.request_id) as con:
-            row = con.execute(sql(q.JOB), [job.request_id]).fetchone()
-            if row is not None:
-                return self._job_record(row), False
-            now = _now()
-            con.execute(
+            inserted = con.execute(
                 sql(q.JOB_INSERT),
                 [
                     job.request_id, job.run_id, job.node_id, job.wait_owner, job.checkpoint_seq, job.runtime,
                     job.runner, _dump(job.request), job.digest, job.status, job.retry_of, _dump(job.output),
                     _dump(job.error), _dump(job.usage), _dump(job.worker), now, now, None,
                 ],  # fmt: skip
-            )
+            ).fetchone()
+            if inserted is None:  # the request id is taken (the job is held: it is there to read)
+                return self._job_record(con.execute(sql(q.JOB), [job.request_id]).fetchone()), False
             first = {"runtime": job.runtime, "runner": job.runner}  # a new job's first event: seq 0
             con.execute(sql(q.job_events_insert(1)), [job.request_id, 0, "transition", None, job.status, json.dumps(first), now])
         return dataclasses.replace(job, created_at=now, updated_at=now, ended_at=None), True

@@ -113,8 +113,10 @@ JOB_STATUS = (
 """A job's status and the seq its next event gets, in one statement (the caller holds the job: see `jobs.py`)."""
 JOB_INSERT = (
     f"INSERT INTO jobs ({JOB_COLS}) VALUES "
-    "(?, ?, ?, ?, ?, ?, ?, {json}, ?, ?, ?, {json}, {json}, {json}, {json}, ?, ?, ?)"
+    "(?, ?, ?, ?, ?, ?, ?, {json}, ?, ?, ?, {json}, {json}, {json}, {json}, ?, ?, ?) "
+    "ON CONFLICT (request_id) DO NOTHING RETURNING request_id"
 )
+"""A new job; no row comes back when its request id is taken (the caller then reads the stored job)."""
 JOBS = f"SELECT {JOB_COLS} FROM jobs WHERE true"
 JOB_EVENTS = f"SELECT {JOB_EVENT_COLS} FROM job_events WHERE request_id = ? AND seq > ? ORDER BY seq"
 JOB_EVENT_INSERT = (
