@@ -46,7 +46,9 @@ def _run_section(index: int, run: dict[str, Any], drawing: str) -> str:
         f'<div class="gl-head"></div>'
         f'<div class="gl-timeline"><button class="gl-prev" title="previous checkpoint">◀</button>'
         f'<input class="gl-scrub" type="range" aria-label="checkpoint of run {escape(run["id"])}">'
-        f'<button class="gl-next" title="next checkpoint">▶</button></div>'
+        f'<button class="gl-next" title="next checkpoint">▶</button>'
+        f'<label class="gl-branch-pick" hidden>branch <select class="gl-branch" aria-label="branch of run {escape(run["id"])}">'
+        f"</select></label></div>"
         f'<p class="gl-selected gl-label"></p>'
         f'<div class="gl-cols"><div class="gl-drawing">{drawing}</div>'
         f'<div class="gl-side"><div class="gl-state"></div><div class="gl-diff"></div></div></div>'

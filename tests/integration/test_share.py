@@ -92,8 +92,13 @@ def test_a_stored_run_and_a_branch_export(lab, tmp_path) -> None:
     branch = page_data(lab.export_html((run, old_head), tmp_path / "c.html"))["runs"][0]
     assert branch["upto"] == old_head and branch["checkpoints"][-1]["seq"] == old_head
     assert [c["seq"] for c in branch["checkpoints"]] == list(range(old_head + 1))
+    assert [b["seqs"] for b in branch["branches"]] == [list(range(old_head + 1))]  # that branch alone
     head = page_data(run.export_html(tmp_path / "d.html"))["runs"][0]
-    assert [c["seq"] for c in head["checkpoints"]] == [0, 1, 2, run.head]
+    assert [c["seq"] for c in head["checkpoints"]] == list(range(run.head + 1))  # the whole tree
+    assert [(b["seqs"], b["head"]) for b in head["branches"]] == [
+        ([0, 1, 2, run.head], True),  # the head's branch first
+        (list(range(old_head + 1)), False),
+    ]
 
 
 def test_a_hostile_state_cannot_close_the_data_block(lab, tmp_path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from lab import Lab
 from lab.widgets import RunWidget
-from lab.widgets.branches import Branch, branches
+from lab.share.branches import Branch, branches
 from tests.conftest import Counter, Inc, declare_counter
 
 
