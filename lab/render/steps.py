@@ -67,11 +67,15 @@ def _task_ids(rec: CheckpointRecord) -> dict[Any, str]:
     return out
 
 
-def next_summary(rec: CheckpointRecord) -> str:
-    """ "square ×5, b2 · joins: reduce_sum 2 of 3" for the timeline; "End" once done."""
+def next_summary(
+    rec: CheckpointRecord, frontier: tuple[list[FrontierTask], list[JoinProgress]] | None = None
+) -> str:
+    """ "square ×5, b2 · joins: reduce_sum 2 of 3" for the timeline; "End" once done.
+
+    `frontier`: `frontier_of(rec)` when the caller has it already."""
     if rec.status == "done":
         return "End"
-    tasks, joins = frontier_of(rec)
+    tasks, joins = frontier if frontier is not None else frontier_of(rec)
     counts = Counter(t.node_id for t in tasks)
     text = ", ".join(f"{sid} ×{n}" if n > 1 else sid for sid, n in counts.items()) or "nothing"
     if joins:
@@ -130,9 +134,12 @@ class StepView:
         failed: str | None = None,
         parked: Iterable[str] = (),
         breakpoints: Mapping[str, Iterable[str]] | None = None,
+        frontier: tuple[list[FrontierTask], list[JoinProgress]] | None = None,
     ) -> Overlay:
-        """The overlay at checkpoint `rec`, whose branch's steps settled `steps` (oldest first)."""
-        tasks, joins = frontier_of(rec)
+        """The overlay at checkpoint `rec`, whose branch's steps settled `steps` (oldest first).
+
+        `frontier`: `frontier_of(rec)` when the caller has it already."""
+        tasks, joins = frontier if frontier is not None else frontier_of(rec)
         return overlay_from_frontier(
             steps,
             tasks,

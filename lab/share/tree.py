@@ -23,7 +23,7 @@ from ..history import StoredRun
 from ..records import CheckpointRecord
 from ..render import GraphSpec
 from ..render.dot import mark_line
-from ..render.steps import StepView, next_summary
+from ..render.steps import StepView, frontier_of, next_summary
 from .branches import branches
 
 __all__ = ("tree_data", "lit_data")
@@ -108,11 +108,13 @@ def lit_data(run: StoredRun, tree: dict[int, CheckpointRecord], spec: GraphSpec)
         step = settled[seq] = view.settled_in(parent, cp) if parent is not None else ()
         path = _branch(tree, seq)  # each step of the branch up to here, oldest first
         at_head = seq == rec.head_seq
+        frontier = frontier_of(cp)
         overlay = view.overlay_for(
             [settled[s] for s in path[1:]],
             cp,
             failed=failed if at_head else None,
             parked=parked if at_head else (),
+            frontier=frontier,
         )
         nodes = {}
         for node in spec.nodes:
@@ -122,7 +124,7 @@ def lit_data(run: StoredRun, tree: dict[int, CheckpointRecord], spec: GraphSpec)
         out[seq] = {
             "nodes": nodes,
             "edges": {f"{a}→{b}": n for (a, b), n in overlay.traversed.items() if n},
-            "next": next_summary(cp),
+            "next": next_summary(cp, frontier),
             "settled": _counted(step),
         }
     return out
