@@ -14,7 +14,7 @@ COMMANDS = {
     "lab.bench.agents": ["--repeat", "--warmup", "--subprocess-repeat"],
     "lab.bench.subroutine": ["--visits", "--runs", "--workflow"],
     "lab.bench.workflow": ["--loops", "--runs"],
-    "lab.bench.share": ["--checkpoints", "--repeat"],
+    "lab.bench.share": ["--checkpoints", "--repeat", "--parallel-rounds"],
 }
 
 

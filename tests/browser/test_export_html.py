@@ -16,6 +16,7 @@ import pytest
 
 from lab import Lab
 from tests.conftest import Counter, Inc, declare_counter
+from tests.integration.gate_graphs import Draft, Mail, declare_mail
 from tests.unit.test_widgets_parallel import declare_squares, fan_graph
 
 from .conftest import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, _require_chromium
@@ -207,4 +208,38 @@ def test_a_rewound_page_offers_every_branch(offline_page, tmp_path) -> None:
     pg.screenshot(path=str(SCREENSHOTS / "export-branches.png"), full_page=True)
     picker.select_option(index=0)  # back to the head's branch
     assert label.get_attribute("data-seq") == str(head)
+    assert pg.dialogs == [] and pg.errors == []
+
+
+def test_a_waits_show_button_moves_to_the_branch_holding_it(offline_page, tmp_path) -> None:
+    """A gated run approved, then rewound to its start and parked again: the old gate's wait is
+    on the other branch; its "show" button picks that branch and scrubs to the wait's checkpoint."""
+    lab = Lab(os.fspath(tmp_path / "mail.duckdb"))
+    try:
+        run = declare_mail(lab).start(Draft(), state=Mail())
+        run.run()
+        run.resume_with("EU")
+        run.run()
+        gate = run.wait.checkpoint_seq
+        run.approve(note="ok")
+        run.run()
+        assert run.status == "done"
+        run.rewind(0)
+        run.run()  # parks at the interrupt again, on a new branch
+        assert run.status == "waiting" and gate not in run.history().seqs
+        path = run.export_html(tmp_path / "mail.html")
+    finally:
+        lab.close()
+    pg = offline_page
+    _open(pg, path)
+    section = pg.locator("section.gl-run")
+    picker, label = section.locator("select.gl-branch"), section.locator(".gl-label")
+    assert picker.locator("option").first.inner_text().endswith("· head")
+    row = section.locator(".gl-waits tr", has_text="consent")
+    assert "approved" in row.inner_text()
+    row.locator("button.gl-go").click()
+    assert label.get_attribute("data-seq") == str(gate)
+    assert picker.evaluate("s => s.options[s.selectedIndex].text") == picker.locator("option").nth(1).inner_text()
+    gated = section.locator(".gl-drawing g.gl-parked")
+    assert gated.get_attribute("data-station") == "ConfirmSend"
     assert pg.dialogs == [] and pg.errors == []
