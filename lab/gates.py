@@ -41,6 +41,7 @@ __all__ = (
     "slot_child",
     "current_station",
     "mirrors_subgraph",
+    "asks_tool_approval",
     "refuse_misplaced_consent",
 )
 
@@ -228,6 +229,12 @@ def consent(prompt: str = "Approve?", details: Any = None) -> Verdict:
     return ctx.verdict
 
 
+def asks_tool_approval(details: Any) -> bool:
+    """Whether a consent wait's `details` list tool calls a delegated station's agent asks to make
+    (lab.agents.approvals): a delegated station holds such a wait, answered like a gate's."""
+    return isinstance(details, dict) and isinstance(details.get("tool_approvals"), list)
+
+
 def mirrors_subgraph(details: Any) -> bool:
     """Whether a wait's `details` mirror a parked subgraph's wait (lab.subgraph): any station may hold
     such a consent wait, not only a gate (the question is the child's)."""
@@ -254,6 +261,8 @@ def refuse_misplaced_consent(node_id: str, station: Station | None, signal: Wait
     station_kind = station.kind if station is not None else None
     if signal.kind != "consent" or station_kind == "gate" or mirrors_subgraph(signal.details):
         return
+    if station_kind == "delegated" and asks_tool_approval(signal.details):
+        return  # a delegated station's agent asks approval for its tool calls (one wait per model round)
     noun, how = _DECLARE_GATE.get(
         station_kind or "",
         (

@@ -196,7 +196,9 @@ class WaitRecord:
         return None if self.resolution is None else self.resolution.get("note")
 
 
-JobStatus = Literal["QUEUED", "ADMITTED", "PREPARING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT", "LOST"]
+JobStatus = Literal[
+    "QUEUED", "ADMITTED", "PREPARING", "RUNNING", "CANCELLING", "SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT", "LOST"
+]
 """An agent job's lifecycle (seed 001 "Delegated Agent Macro-Nodes"):
 QUEUED -> ADMITTED -> PREPARING -> RUNNING -> one terminal."""
 

@@ -55,6 +55,7 @@ from .gates import (
     StationContext,
     Verdict,
     WaitSignal,
+    asks_tool_approval,
     mirrors_subgraph,
     refuse_misplaced_consent,
 )
@@ -565,7 +566,12 @@ class Waits:
         station = self._built.manifest.station(wait.node_id)
         if ids != [wait.node_id]:
             problem = f"its head checkpoint {self._head} would enter {', '.join(ids) or 'nothing'}"
-        elif wait.kind == "consent" and (station is None or station.kind != "gate") and not mirrors_subgraph(wait.details):
+        elif (
+            wait.kind == "consent"
+            and (station is None or station.kind != "gate")
+            and not mirrors_subgraph(wait.details)
+            and not (station is not None and station.kind == "delegated" and asks_tool_approval(wait.details))
+        ):
             problem = f"station {wait.node_id} is a {station.kind if station else 'missing'} station, not a gate"
         elif wait.kind == "delegate" and (station is None or station.kind != "delegated"):
             problem = f"station {wait.node_id} is a {station.kind if station else 'missing'} station, not a delegated one"

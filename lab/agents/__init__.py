@@ -21,6 +21,7 @@ from .errors import (
     AgentRequestConflict,
     AgentResultError,
     AgentRuntimeError,
+    ApprovalRoundsExceeded,
     DelegatedJobFailed,
 )
 from .job import AgentJob
@@ -41,4 +42,5 @@ __all__ = (
     "AgentJobStateError",
     "AgentResultError",
     "DelegatedJobFailed",
+    "ApprovalRoundsExceeded",
 )

@@ -13,7 +13,6 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from ..engine.loop import lab_loop, run_sync
 from ..errors import RunStateError
 from ..records import JobRecord, WaitRecord
 from ..store.jobs import JobTables
+from .cancelling import KILL_WAIT, POLL, Cancelling
 from .errors import AgentJobStateError, AgentRequestConflict, AgentRuntimeError
 from .files import JobFiles, alive, process_identity
 from .folders import jobs_folder
@@ -34,6 +34,7 @@ from .node import check_result
 from .observations import Observations
 from .outcomes import error_json
 from .ownership import follow_row, owner_of, runner_state
+from .runtime import binding_for, check_binding
 
 if TYPE_CHECKING:
     from ..lab import Lab
@@ -46,11 +47,6 @@ log = logging.getLogger(__name__)
 
 _orphans: list[subprocess.Popen[bytes]] = []
 """Workers still running when their watch ended (a lab closed under them): kept so they are not reaped noisily."""
-
-POLL = 0.05
-"""Seconds between looks at a worker's folder while its job runs."""
-KILL_WAIT = 10.0
-"""Seconds to wait for a killed worker to be gone (containment) before giving up."""
 
 
 def board_for(lab: Lab) -> AgentBoard:
@@ -75,7 +71,7 @@ def recover_jobs(lab: Lab) -> None:
     board_for(lab).recover()
 
 
-class AgentBoard:
+class AgentBoard(Cancelling):
     """Register runtimes, submit requests, read jobs, and act on them (`lab.agents`)."""
 
     def __init__(self, lab: Lab):
@@ -106,7 +102,7 @@ class AgentBoard:
 
         `runner="subprocess"` runs each job in a worker process that survives a kernel restart; the
         worker imports the agent from `target` ("package.module:attribute"). Registering a name again
-        replaces it (a re-run cell).
+        replaces it (a re-run cell) for new runs; a run keeps the binding its first job recorded.
         """
         from .runtime import Runtime
 
@@ -165,6 +161,8 @@ class AgentBoard:
         rt = self.runtime(runtime)
         if not isinstance(request, dict) or not isinstance(request.get("prompt"), str):
             raise AgentRequestConflict(f"a request is a dict with a 'prompt' str, got {request!r}")
+        if "binding" not in request:
+            request = {**request, "binding": self.binding(run_id, runtime)}
         digest = request_digest(runtime, request)
         rec, inserted = self.store.insert_job(
             JobRecord(
@@ -182,6 +180,14 @@ class AgentBoard:
         if inserted and start:
             self.admit(request_id, rec)
         return AgentJob(self, request_id, rec if not start else None)
+
+    def binding(self, run_id: str | None, runtime: str) -> dict[str, Any]:
+        """The runtime profile a new job of `run_id` is bound to (`runtime.binding_for`)."""
+        return binding_for(self.store.jobs(run_id=run_id) if run_id is not None else [], self.runtime(runtime))
+
+    def check_binding(self, rec: JobRecord) -> None:
+        """Raise `AgentRuntimeError` if `rec`'s name is registered now as another runtime than its run bound."""
+        check_binding(rec, self.runtime(rec.runtime))
 
     def job(self, request_id: str) -> AgentJob:
         if self.store.job(request_id) is None:
@@ -230,8 +236,8 @@ class AgentBoard:
         )  # fmt: skip
         with self._lock:
             done = self._done.get(request_id)
-        if done is not None and not done.done():
-            done.set_result(None)
+        if done is not None and not done.done() and (applied or self.store.job(request_id).terminal):  # type: ignore[union-attr]
+            done.set_result(None)  # not while CANCELLING: the cancel closes it once CANCELLED commits
         self._notify(request_id)
         return applied
 
@@ -322,53 +328,15 @@ class AgentBoard:
     # -- a person's choices ----------------------------------------------------------------------
 
     def cancel(self, request_id: str, note: str | None = None) -> AgentJob:
-        """Contain the job's runner, then record CANCELLED (also LOST -> CANCELLED); answer its wait."""
+        """Record CANCELLING, contain the job's runner, record CANCELLED (also from LOST); answer its wait."""
         rec = run_sync(self.acancel(request_id, note=note))
         self._answer_wait(rec, "cancel")
         return AgentJob(self, request_id)
 
-    async def acancel(self, request_id: str, note: str | None = None) -> JobRecord:
-        rec = self.store.job(request_id)
-        if rec is None:
-            raise AgentJobStateError(f"no agent job {request_id!r}; lab.agents.jobs() lists them")
-        if rec.terminal and rec.status != "LOST":
-            raise AgentJobStateError(f"agent job {request_id} already ended {rec.status}; there is nothing to cancel")
-        self._cancelling.add(request_id)
-        try:
-            await self._contain(rec)
-            self.deliver(request_id, "CANCELLED", error={"message": note or "cancelled by a person"}, by="person")
-        finally:
-            self._cancelling.discard(request_id)
-        out = self.store.job(request_id)
-        assert out is not None
-        return out
-
-    async def _contain(self, rec: JobRecord) -> None:
-        """Stop whatever runs the job and wait until it has stopped (seed 001: containment returns first)."""
-        task = self._tasks.get(rec.request_id)
-        if rec.runner == "subprocess":
-            proc = self._procs.get(rec.request_id)
-            identity = _worker_identity(self, rec)
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-            elif identity and alive(identity):
-                try:
-                    os.kill(int(identity["pid"]), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + KILL_WAIT
-            while time.monotonic() < deadline:
-                gone = proc.poll() is not None if proc is not None else not alive(identity)
-                if gone:
-                    break
-                await asyncio.sleep(POLL)
-        if task is not None and not task.done() and task is not asyncio.current_task():
-            task.cancel()
-            await asyncio.wait({task}, timeout=KILL_WAIT)
-
     def retry(self, request_id: str) -> AgentJob:
         """Submit a LOST job's request again as a new job (a new request id) for the same wait."""
         rec = self._lost(request_id, "retry")
+        self.check_binding(rec)  # a retry runs the agent its run was bound to, or nothing
         n = len(self.store.jobs(wait_owner=rec.wait_owner)) + 1
         base = rec.retry_of or rec.request_id
         base = base.split(".r")[0]
@@ -444,6 +412,13 @@ class AgentBoard:
         rec = rec or self.store.job(request_id)
         assert rec is not None
         rt = self.runtime(rec.runtime)
+        try:
+            self.check_binding(rec)
+        except AgentRuntimeError as exc:  # re-registered since its run admitted it: the job is not run elsewhere
+            self.deliver(request_id, "FAILED", error=error_json(exc), by="admission")
+            return
+        except Exception:
+            pass  # the agent does not load: its runner records that failure
         files = JobFiles(os.path.join(self.folder, request_id))
         worker: dict[str, Any] = {"admitted_by": process_identity()}  # who owns it until a runner reports
         with self._lock:
@@ -616,6 +591,8 @@ class AgentBoard:
         for rec in self.store.jobs():
             if rec.status in LIVE and rec.status != "QUEUED":
                 self.recover_one(rec)
+            elif rec.status == "CANCELLING" and rec.request_id not in self._tasks:
+                self.recover_cancelling(rec, runner_state)
 
     def recover_one(self, rec: JobRecord) -> None:
         """A live job this process does not run: adopt its result, watch its worker, or record it LOST."""
@@ -673,11 +650,6 @@ class AgentBoard:
 
 def _outcome(rec: JobRecord, by: str = "agent") -> dict[str, Any]:
     return {"request_id": rec.request_id, "status": rec.status, "output": rec.output, "error": rec.error, "by": by}
-
-
-def _worker_identity(board: AgentBoard, rec: JobRecord) -> dict[str, Any] | None:
-    files = JobFiles((rec.worker or {}).get("folder") or os.path.join(board.folder, rec.request_id))
-    return files.read_json(files.worker) or (rec.worker if rec.worker and "pid" in rec.worker else None)
 
 
 def _on_loop_thread() -> bool:

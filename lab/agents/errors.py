@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import ArgumentError, LabError, RunStateError, WaitError
 
-__all__ = ("AgentRuntimeError", "AgentRequestConflict", "DelegatedJobFailed", "AgentJobStateError", "AgentResultError")
+__all__ = ("AgentRuntimeError", "AgentRequestConflict", "DelegatedJobFailed", "AgentJobStateError", "AgentResultError", "ApprovalRoundsExceeded")
 
 
 class AgentRuntimeError(LabError, LookupError):
@@ -33,3 +33,7 @@ class AgentJobStateError(WaitError):
 
 class AgentResultError(RunStateError, ValueError):
     """An agent's result (or one provided by hand) does not fit the station's result type."""
+
+
+class ApprovalRoundsExceeded(RunStateError):
+    """A delegated station's agent asked for tool approval in more chained rounds than the station allows."""

@@ -1,11 +1,13 @@
 """The AgentJob lifecycle (seed 001 "Delegated Agent Macro-Nodes"), as data.
 
     QUEUED -> ADMITTED -> PREPARING -> RUNNING -> SUCCEEDED | FAILED | CANCELLED | TIMED_OUT | LOST
+                  (any live state, or LOST) -> CANCELLING -> CANCELLED
 
-A job moves forward one state at a time; it may end early (FAILED, CANCELLED, TIMED_OUT or LOST
-from any live state, say when the worker dies while preparing), only RUNNING may succeed, and a
-terminal never changes again, except LOST -> CANCELLED, which an explicit cancel records once
-containment has returned. The first admitted terminal wins; a later one is recorded as inert.
+A job moves forward one state at a time; it may end early (FAILED, TIMED_OUT or LOST from any
+live state, say when the worker dies while preparing), only RUNNING may succeed, and a terminal
+never changes again, except LOST -> CANCELLING. An explicit cancel records CANCELLING first,
+contains the runner, and only then CANCELLED (cancelling.py); while CANCELLING, a result the
+runner still delivers is inert. The first admitted terminal wins; a later one is recorded as inert.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ __all__ = ("STATUSES", "LIVE", "TERMINALS", "allowed_from", "request_digest", "r
 STATUSES: tuple[str, ...] = get_args(JobStatus)
 TERMINALS: frozenset[str] = JOB_TERMINALS
 LIVE: tuple[str, ...] = ("QUEUED", "ADMITTED", "PREPARING", "RUNNING")
-"""Statuses of a job that has not ended."""
+"""Statuses of a job that runs or may run (CANCELLING has not ended either, but only CANCELLED follows it)."""
 
 _FORWARD = {"ADMITTED": ("QUEUED",), "PREPARING": ("ADMITTED",), "RUNNING": ("PREPARING",)}
 
@@ -32,8 +34,10 @@ def allowed_from(to: str) -> tuple[str, ...]:
         return _FORWARD[to]
     if to == "SUCCEEDED":
         return ("RUNNING",)
+    if to == "CANCELLING":
+        return (*LIVE, "LOST")  # a cancel asked: recorded before the runner is contained (cancelling.py)
     if to == "CANCELLED":
-        return (*LIVE, "LOST")  # LOST -> CANCELLED only after containment returned
+        return (*LIVE, "CANCELLING")  # LOST -> CANCELLING -> CANCELLED only after containment returned
     if to in ("FAILED", "TIMED_OUT", "LOST"):
         return LIVE
     raise ValueError(f"{to!r} is not a job status; the statuses are {', '.join(STATUSES)}")

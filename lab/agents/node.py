@@ -26,7 +26,8 @@ from pydantic_graph import BaseNode, GraphRunContext
 from typing_extensions import TypeVar
 
 from ..gates import WaitSignal, current_station
-from .errors import AgentResultError, AgentRuntimeError, DelegatedJobFailed
+from .approvals import MAX_APPROVAL_ROUNDS, ToolApprovalRequired, pending_approvals, resume_of, take_verdict
+from .errors import AgentResultError, AgentRuntimeError, ApprovalRoundsExceeded, DelegatedJobFailed
 from .outcomes import retry_names, take_outcome
 
 __all__ = ("DelegatedAgentNode", "DelegationRequired", "Containment", "result_type_of")
@@ -56,7 +57,7 @@ class DelegationRequired(WaitSignal):
 
     def before_park(self, run: Any, wait: Any) -> Any:
         job = run.lab.agents.queue_for_wait(run, wait, self.node.runtime, self.request)
-        return {**self.request, "request_id": job.request_id, "runtime": self.node.runtime}
+        return {**job.request, "request_id": job.request_id, "runtime": self.node.runtime}  # with its binding
 
     def after_park(self, run: Any, wait: Any) -> None:
         run.lab.agents.admit(wait.details["request_id"])
@@ -88,6 +89,9 @@ class DelegatedAgentNode(BaseNode[StateT, DepsT, Any]):
     """Seconds the job may run before it is stopped and recorded TIMED_OUT; None: no limit."""
     max_prompt_chars: ClassVar[int] = MAX_PROMPT_CHARS
     """A prompt longer than this fails the station (the request is bounded)."""
+    max_approval_rounds: ClassVar[int] = MAX_APPROVAL_ROUNDS
+    """Chained model rounds whose tool calls wait for a person's approval (one consent wait each) before the
+    station fails with `ApprovalRoundsExceeded` (docs/agents.md "Tool approvals")."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -146,10 +150,31 @@ class DelegatedAgentNode(BaseNode[StateT, DepsT, Any]):
 
 async def _delegated_run(node: DelegatedAgentNode[Any, Any], ctx: GraphRunContext[Any, Any]) -> Any:
     station = current_station(f"{type(node).__name__}.run()")
+    name = type(node).__name__
     request = node.build_request(ctx)  # every time: an interrupt() in prompt() gets its answer in order
-    outcome = take_outcome(station, type(node).__name__)
-    if outcome is None:
-        raise DelegationRequired(node, request, prior=list(station.answers))  # the wait keeps the answers so far
+    round_no = 0
+    while True:  # one pass per model round: a round that asks for tool approvals is answered, then continued
+        outcome = take_outcome(station, name)
+        if outcome is None:
+            raise DelegationRequired(node, request, prior=list(station.answers))  # the wait keeps the answers so far
+        pending = pending_approvals(outcome.get("output")) if outcome.get("status") == "SUCCEEDED" else None
+        if pending is None:
+            break
+        round_no += 1
+        if round_no > node.max_approval_rounds:
+            raise ApprovalRoundsExceeded(
+                f"station {name}'s agent asked for tool approval in round {round_no} (job {outcome.get('request_id')}), "
+                f"but {name} allows {node.max_approval_rounds} chained approval rounds (max_approval_rounds); raise "
+                "it on the class if the work needs more, or give the agent fewer tools that need approval. "
+                "run.retry() starts the agent again from its prompt"
+            )
+        verdict = take_verdict(station, name)
+        if verdict is None:
+            raise ToolApprovalRequired(
+                name, pending["calls"], round_no=round_no, max_rounds=node.max_approval_rounds,
+                request_id=outcome.get("request_id"), prior=list(station.answers),
+            )  # fmt: skip
+        request = {**request, "resume": resume_of(pending, verdict)}  # the next round: a new job, the same station
     status = outcome.get("status")
     rid = outcome.get("request_id")
     if status != "SUCCEEDED":

@@ -17,7 +17,7 @@ from pydantic_core import to_jsonable_python
 
 from .errors import AgentRuntimeError
 
-__all__ = ("Runtime", "Runner", "run_request", "load_target", "message_json", "usage_json")
+__all__ = ("Runtime", "Runner", "run_request", "load_target", "message_json", "usage_json", "binding_for", "check_binding")
 
 Runner = Literal["task", "subprocess"]
 
@@ -39,6 +39,50 @@ class Runtime:
 
     def load(self) -> Any:
         return self.agent if self.agent is not None else load_target(self.target or "")
+
+    def profile(self) -> dict[str, Any]:
+        """What a run's jobs are bound to once it admits one (seed 001: "current Settings cannot redirect
+        resumed work"): a worker's import target; a task's agent by its model, output type and tool names,
+        so re-running the cell that defines the same agent keeps the binding and another agent does not."""
+        if self.runner == "subprocess":
+            return {"runner": "subprocess", "target": self.target}
+        agent = self.load()
+        model = getattr(agent, "model", None)
+        if model is not None and not isinstance(model, str):
+            model = f"{getattr(model, 'system', type(model).__name__)}:{getattr(model, 'model_name', '')}"
+        output = getattr(agent, "output_type", None)
+        tools = sorted(name for ts in getattr(agent, "toolsets", ()) for name in (getattr(ts, "tools", None) or {}))
+        return {  # not the agent's name: pydantic-ai infers a missing one on its first run
+            "runner": "task",
+            "model": model,
+            "output": getattr(output, "__qualname__", None) or repr(output),
+            "tools": tools,
+        }
+
+
+def binding_for(jobs: list[Any], rt: Runtime) -> dict[str, Any]:
+    """The runtime profile a run's new job is bound to: the one the run's first job under `rt`'s name was
+    admitted with (`jobs` are the run's), so a retry, a re-admission or a next approval round is not
+    redirected by registering the name again; else the profile of `rt`, registered now."""
+    for rec in jobs:
+        if rec.runtime == rt.name and isinstance(rec.request.get("binding"), dict):
+            return rec.request["binding"]
+    return rt.profile()
+
+
+def check_binding(rec: Any, rt: Runtime) -> None:
+    """Raise `AgentRuntimeError` if `rt` (registered now under the job's name) is not what its run bound."""
+    bound = rec.request.get("binding")
+    if not isinstance(bound, dict):
+        return  # a job stored before bindings were recorded
+    now = rt.profile()
+    if now != bound:
+        raise AgentRuntimeError(
+            f"agent job {rec.request_id} is bound to runtime {rec.runtime!r} as its run admitted it ({bound}), "
+            f"but {rec.runtime!r} is registered now as {now}; a run's work is never redirected to another "
+            f"agent: register the original under {rec.runtime!r} again, or start a new run (g.start, or "
+            "lab.fork(run_id, seq)) to use the new one"
+        )
 
 
 def load_target(target: str) -> Any:
@@ -96,9 +140,17 @@ async def run_request(
     agent: Any, request: dict[str, Any], emit: Callable[[list[tuple[str, dict[str, Any]]]], None]
 ) -> tuple[Any, dict[str, Any]]:
     """Run `request` on `agent`; after each agent step, `emit([("message", ...), ..., ("usage", ...)])`
-    with what it added. Returns (output JSON, usage)."""
-    seen = 0
-    async with agent.iter(user_prompt(request)) as agent_run:
+    with what it added. Returns (output JSON, usage).
+
+    A tool declared `requires_approval=True` ends the round: the output is then the calls to approve
+    and the messages so far (`approvals.approvals_output`), and a request carrying `resume` (the
+    next round) continues those messages with the person's verdict on the calls.
+    """
+    from .approvals import agent_call, approvals_output
+
+    call = agent_call(agent, request, user_prompt(request))
+    seen = len(call.get("message_history") or ())
+    async with agent.iter(**call) as agent_run:
         async for _node in agent_run:
             messages = agent_run.all_messages()
             if len(messages) > seen:
@@ -106,4 +158,7 @@ async def run_request(
                 seen = len(messages)
     result = agent_run.result
     assert result is not None
+    deferred = approvals_output(result)
+    if deferred is not None:
+        return deferred, usage_json(result.usage)
     return to_jsonable_python(result.output), usage_json(result.usage)

@@ -24,7 +24,7 @@ _SHOWN = 40
 """Messages shown (the latest); the job keeps all of them (`run.job.messages()`)."""
 _BADGE = {
     "SUCCEEDED": "#166534", "FAILED": "#9f1239", "CANCELLED": "#6b7280", "TIMED_OUT": "#9a3412",
-    "LOST": "#b45309", "RUNNING": "#1d4ed8",
+    "LOST": "#b45309", "RUNNING": "#1d4ed8", "CANCELLING": "#6b7280",
 }  # fmt: skip
 
 

@@ -64,3 +64,26 @@ def _broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 broken = Agent(FunctionModel(_broken), output_type=Plan, name="broken")
+
+
+def _asks(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Ask to `send` once per round, for as many rounds as the prompt's `rounds=N` says; then
+    answer with what each call returned (so a test sees which verdict reached the tool)."""
+    prompt = str(messages[0].parts[-1].content)  # type: ignore[union-attr]
+    rounds = int(prompt.split("rounds=")[1].split()[0]) if "rounds=" in prompt else 1
+    returns = [str(p.content) for m in messages for p in m.parts if p.part_kind == "tool-return"]
+    if len(returns) < rounds:
+        n = len(returns) + 1
+        return ModelResponse(parts=[ToolCallPart("send", {"to": f"desk {n}"}, tool_call_id=f"send-{n}")])
+    return ModelResponse(
+        parts=[ToolCallPart(info.output_tools[0].name, {"title": "Sent", "points": returns})]
+    )
+
+
+asker = Agent(FunctionModel(_asks), output_type=Plan, name="asker")
+
+
+@asker.tool_plain(requires_approval=True)
+def send(to: str) -> str:
+    """Send the outline somewhere (a person approves each call)."""
+    return f"sent to {to}"

@@ -47,3 +47,23 @@ def declare(lab: Lab, runtime: str = "planner", name: str = "essay", timeout: fl
             return End(f"{ctx.state.title}: {', '.join(ctx.state.points)}")
 
     return g
+
+
+def declare_sending(lab: Lab, runtime: str, rounds: int, max_rounds: int | None = None) -> LabGraph:
+    """Outline, delegated to an agent that asks approval to `send` in each of `rounds` model rounds."""
+    g = lab.graph(f"sending-{runtime}", state_type=Essay, output_type=str)
+
+    @g.node
+    @dataclass
+    class Outline(DelegatedAgentNode[Essay]):
+        def prompt(self, ctx: GraphRunContext[Essay]) -> str:
+            return f"Outline {ctx.state.topic} and send it, rounds={rounds} of sending"
+
+        async def route(self, ctx: GraphRunContext[Essay], result: Plan) -> End[str]:
+            ctx.state.points = list(result.points)
+            return End(" | ".join(result.points))
+
+    Outline.runtime = runtime
+    if max_rounds is not None:
+        Outline.max_approval_rounds = max_rounds
+    return g

@@ -9,6 +9,8 @@ import contextlib
 import threading
 import time
 
+from lab.agents import observations
+
 from .graphs import declare
 
 
@@ -34,6 +36,9 @@ def test_a_job_in_this_process_takes_three_commits_and_keeps_every_transition(la
             yield con
 
     monkeypatch.setattr(type(store), "_job_tx", counted)
+    # the hold window made long: on a busy machine this fast agent can outlast 50 ms, and a timed
+    # flush of its messages would then be a fourth commit (the window itself is the next test's)
+    monkeypatch.setattr(observations, "EVERY", 3600.0)
     run = declare(lab).start(lab.graphs["essay"].nodes["Outline"]())
     run.run()
     assert run.status == "done"

@@ -85,3 +85,46 @@ def _restart_and_adopt(tmp_path: Path, kernel_dir: Path, release: Path) -> None:
     assert text[0] == "SUCCEEDED SUCCEEDED worker"  # adopted from the worker's result on open
     assert text[1] == "done Slow: done 1"  # the run went on; nothing was submitted again
     nbformat.validate(second)
+
+
+APPROVE_DEFINE = """import os, sys
+sys.path.insert(0, {repo!r})
+from lab import Lab
+from tests.agents.agent_defs import asker
+from tests.agents.graphs import declare_sending
+
+lab = Lab()
+lab.agents.register("asker", asker)
+g = declare_sending(lab, "asker", rounds=2)"""
+
+APPROVE_START = """run = g.start(g.nodes["Outline"]())
+run.run()
+run.approve("first desk is fine")
+run.run()
+print(run.id, run.status, run.wait.kind, run.wait.details["round"])"""
+
+APPROVE_RESUME = """run = lab.resume({run_id!r})
+print(run.status, run.wait.kind, run.wait.details["round"], run.wait.details["tool_approvals"][0]["tool"])
+run.approve()
+run.run()
+print(run.status, run.output, len(lab.agents.jobs(run_id=run.id)))"""
+
+
+def test_a_run_parked_on_a_tool_approval_survives_a_kernel_restart(tmp_path: Path, kernel_dir: Path) -> None:
+    """Seed 001 "Consent re-entry": "Typed checkpoint shape alone does not authorize that re-entry: before
+    the first node executes, its Gate/delegated station kind and retained owner id must match the Run's
+    single current wait owner." A delegated station parked on its agent's second approval round in a
+    real kernel that then shuts down: the next kernel resumes the run on that same wait, and its
+    approval continues the agent's chain (round 1's verdict comes back from the answer log)."""
+    define = APPROVE_DEFINE.format(repo=str(REPO))
+    first = new_notebook(cells=[new_code_cell(define), new_code_cell(APPROVE_START)])
+    execute(first, tmp_path, kernel_dir)  # the kernel shuts down with the run parked on round 2
+    run_id, status, kind, round_no = printed(first.cells[-1]).split()
+    assert (status, kind, round_no) == ("waiting", "consent", "2")
+
+    second = new_notebook(cells=[new_code_cell(define), new_code_cell(APPROVE_RESUME.format(run_id=run_id))])
+    execute(second, tmp_path, kernel_dir)
+    lines = [c for c in second.cells[-1].outputs if c.get("output_type") == "stream"]
+    text = "".join(o["text"] for o in lines).strip().splitlines()
+    assert text[0] == "waiting consent 2 send"
+    assert text[1] == "done sent to desk 1 | sent to desk 2 3"  # three rounds, three jobs; none ran twice

@@ -191,7 +191,7 @@ def test_run_timeout_cancels_the_running_job(lab, tmp_path: Path):
         run.run(raise_on_failure=True)
     assert run.status == "failed" and run.error["type"].endswith("RunTimeout")
     job = lab.agents.jobs(run_id=run.id)[0]
-    assert job.status == "CANCELLED" and job.transitions()[-2:] == ["RUNNING", "CANCELLED"]
+    assert job.status == "CANCELLED" and job.transitions()[-3:] == ["RUNNING", "CANCELLING", "CANCELLED"]
     assert job.request_id not in repr(lab.agents)  # its task is gone: "jobs in flight=[...]"
     release.touch()
     run.run(timeout=None)

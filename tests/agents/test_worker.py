@@ -94,7 +94,7 @@ def test_cancel_of_a_lost_job_contains_then_records_lost_to_cancelled(lab, relea
     after containment returns, as required by Workers." """
     run, lost = _start_lost(lab)
     lost.cancel()
-    assert lost.transitions()[-2:] == ["LOST", "CANCELLED"]
+    assert lost.transitions()[-3:] == ["LOST", "CANCELLING", "CANCELLED"]
     run.run()
     assert run.status == "failed" and "ended CANCELLED" in run.error["message"]
 
