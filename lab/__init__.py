@@ -45,6 +45,7 @@ from .idempotent import IdempotentOp
 from .lab import DEFAULT_PATH, Lab, current_lab, current_run
 from .limits import DEFAULT_STEP_LIMIT, Limits
 from .manifest import Manifest, Station
+from .recording import recorded
 from .records import CheckpointRecord, EventRecord, PendingStation, RunRecord, Status, WaitRecord
 from .retry import Retry
 from .run import Run, StepResult
@@ -58,6 +59,7 @@ __all__ = (
     # the lab and its parts
     "Lab",
     "IdempotentOp",
+    "recorded",
     "LabGraph",
     "BuiltGraph",
     "Run",

@@ -26,6 +26,7 @@ from .idempotent import settle_effect
 from .limits import DEFAULT_STEP_LIMIT, check_step_limit
 from .manifest import Manifest
 from .peek import PeekedRun
+from .recording import recorded
 from .records import Durability, EffectRecord, EventRecord, RunRecord, Status, WaitRecord
 from .reducers import check_model_options
 from .reopen import fork_stored, open_stored, recover_interrupted
@@ -541,6 +542,9 @@ class Lab:
     def effects(self, run_id: str | None = None) -> list[EffectRecord]:
         """The `IdempotentOp` records (of one run), oldest first: `record.in_doubt` marks those to settle."""
         return self.store.effects(None if run_id is None else _run_id(run_id, "lab.effects"))
+
+    recorded = staticmethod(recorded)
+    """`@lab.recorded` on a function, `lab.recorded(agent)`: record a station's calls and replay them (docs/replay.md)."""
 
     def settle_effect(self, key: str, result: Any = None, *, rerun: bool = False) -> EffectRecord:
         """Settle an in-doubt effect: it happened with `result`, or (`rerun=True`) it did not (lab/idempotent.py)."""

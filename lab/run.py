@@ -69,6 +69,7 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
     ):
         self.lab = lab
         self.graph = graph
+        self._replay = "auto"
         self._built = built
         self.id: str = record.run_id
         self._status: Status = record.status
@@ -277,6 +278,19 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
         return self._follow()
 
     @property
+    def replay(self) -> str:
+        """How this run's recorded calls replay (docs/replay.md): `"auto"` (the default: a recorded response
+        when the request is the same, a real call when it differs), `"strict"` (a request with no recording
+        raises `ReplayMissError`) or `"off"` (every call is real). Kept in this process, not stored."""
+        return self._replay
+
+    @replay.setter
+    def replay(self, mode: str) -> None:
+        if mode not in ("auto", "strict", "off"):
+            raise ArgumentError(f"run.replay is 'auto', 'strict' or 'off', got {mode!r}")
+        self._replay = mode
+
+    @property
     def next_checkpoint(self) -> int:
         """The sequence number the run's next checkpoint gets (a kind keys work done in this step by it)."""
         return self._next_cp
@@ -284,6 +298,11 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
     def events(self, kind: str | None = None) -> list[EventRecord]:
         """Everything observed during the run, in order; `kind` filters (say `"failed"`)."""
         return self.lab.store.events(self.id, kind=kind)
+
+    def calls(self) -> list[Any]:
+        """The calls this run's stations made (model requests, `@lab.recorded` functions), oldest first:
+        `CallRecord`s marked `mode="live"` or `"replayed"`, with their tokens (docs/replay.md)."""
+        return self.lab.store.calls(self.id) if hasattr(self.lab.store, "calls") else []
 
     def event_tail(self, n: int = 200) -> tuple[int, list[EventRecord]]:
         """The number of events and the last `n` of them: what a view of a long run needs."""

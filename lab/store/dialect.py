@@ -53,6 +53,10 @@ class Dialect:
             self._rendered[text] = out
         return out
 
+    def ddl(self, text: str) -> str:
+        """A `CREATE TABLE` text of `sql_text.py` for this backend: `{json_type}` becomes JSON or jsonb."""
+        return text.replace("{json_type}", "JSON" if self.name == "duckdb" else "jsonb")
+
     def upsert(self, table: str, columns: Sequence[str], key: str) -> str:
         """Insert one row (a parameter per column) into `table`, replacing the row with the same `key`."""
         marks = ", ".join([self.param] * len(columns))

@@ -20,6 +20,9 @@ does, in the same order, with what a shared server needs besides:
 
 from __future__ import annotations
 
+from . import sql_text as q
+from .dialect import POSTGRES
+
 RUN_LOCK = 1196379212
 """Advisory lock class of a run's writers (transaction-scoped, in `graphlab_write`)."""
 LIVE_LOCK = 1196379213
@@ -287,4 +290,6 @@ MIGRATIONS: list[list[str]] = [
         """,
         "CREATE INDEX IF NOT EXISTS effects_run ON effects (run_id)",
     ],
+    # version 5 -> 6: recorded calls (lab/recording.py), as DuckDB's (the text is sql_text.CALLS_TABLE)
+    [POSTGRES.ddl(q.CALLS_TABLE), "CREATE INDEX IF NOT EXISTS calls_run ON calls (run_id)"],
 ]

@@ -8,8 +8,10 @@ columns hold what the codec wrote; query them with DuckDB's JSON functions
 from __future__ import annotations
 
 from ..errors import StoreSchemaError
+from . import sql_text as q
+from .dialect import DUCKDB
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def refuse_newer(what: str, version: int) -> None:
@@ -20,7 +22,7 @@ def refuse_newer(what: str, version: int) -> None:
             f"knows up to {SCHEMA_VERSION}); upgrade graph-lab to open it"
         )
 
-TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events", "effects")
+TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events", "effects", "calls")
 """The data tables (besides `meta`), in dependency order."""
 
 EFFECTS_TABLE = """
@@ -186,6 +188,9 @@ MIGRATIONS: list[list[str]] = [
     # Written directly, like jobs: a record must be committed before its effect runs, which a
     # buffered journal line is not.
     [EFFECTS_TABLE],
+    # version 5 -> 6: recorded calls (lab/recording.py, docs/replay.md), replayed on rewind, fork and
+    # retry. Written directly, like effects: a live call is committed before its response is used.
+    [DUCKDB.ddl(q.CALLS_TABLE)],
 ]
 
 JOURNAL_COLUMNS: dict[str, str] = {

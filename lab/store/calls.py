@@ -1,0 +1,122 @@
+"""The store's `calls` table: the recorded calls of stations (lab/recording.py, docs/replay.md).
+
+Mixed into both stores (`DuckDBCalls`, `PostgresCalls`), which give it a connection; the SQL is in
+sql_text.py. Like effects, calls are not journalled: a live call is committed before the station
+uses its response, so a retry or a resume in another process finds it. A `live` row holds the
+request and the response as JSON; a `replayed` row names the live row it replayed (`replayed_from`)
+and keeps no copy of the response.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import abstractmethod
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from ..errors import StoreError
+from . import sql_text as q
+from .dialect import Dialect
+
+__all__ = ("CallMode", "CallRecord", "CallTables")
+
+CallMode = Literal["live", "replayed"]
+"""`live`: the call ran and its response was recorded; `replayed`: a recorded response was handed back."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One call a station made: a model request or a `@lab.recorded` function's call."""
+
+    call_id: str
+    run_id: str
+    node_id: str
+    checkpoint_seq: int | None
+    """The checkpoint the station was entered from (its visit)."""
+    attempt: int | None
+    """The station try (the `entered` event's seq, the events' `attempt` column), None when unknown."""
+    call_index: int
+    """Which call of the try this is, from 1, counted per kind and name (`model:<model name>`, `function:<qualname>`)."""
+    kind: str
+    """`model` (a pydantic-ai model request) or `function` (a `@lab.recorded` function)."""
+    name: str
+    digest: str
+    """The sha256 of the request's canonical JSON (what a replay matches on)."""
+    mode: CallMode
+    replayed_from: str | None = None
+    """The live call a replayed call handed back."""
+    request: Any = None
+    response: Any = None
+    """The response as JSON (live calls only)."""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    ms: float | None = None
+    """How long the call took (live) or the replay took (replayed), in milliseconds."""
+    created_at: datetime | None = None
+
+    @property
+    def tokens(self) -> int:
+        """Input plus output tokens (those a replayed call saved)."""
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+
+class CallTables:
+    """Record and read recorded calls, on any backend."""
+
+    dialect: Dialect
+
+    @abstractmethod
+    def _calls_writing(self) -> AbstractContextManager[Any]:
+        """A connection inside one transaction (committed on success); driver errors become `StoreError`."""
+
+    @abstractmethod
+    def _calls_reading(self) -> AbstractContextManager[Any]:
+        """A connection to read the calls table; driver errors become `StoreError`."""
+
+    def record_call(self, rec: CallRecord) -> None:
+        """Store one call (committed when this returns)."""
+        sql = self.dialect.sql
+        row = [
+            rec.call_id, rec.run_id, rec.node_id, rec.checkpoint_seq, rec.attempt, rec.call_index, rec.kind,
+            rec.name, rec.digest, rec.mode, rec.replayed_from, _dump(rec.request), _dump(rec.response),
+            rec.input_tokens, rec.output_tokens, rec.ms, rec.created_at,
+        ]  # fmt: skip
+        with self._calls_writing() as con:
+            con.execute(sql(q.CALL_INSERT), row)
+
+    def calls(self, run_id: str) -> list[CallRecord]:
+        """The calls of one run, oldest first (live and replayed)."""
+        with self._calls_reading() as con:
+            rows = con.execute(self.dialect.sql(q.CALLS_OF_RUN), [run_id]).fetchall()
+        return [self._call_record(r) for r in rows]
+
+    def recorded_calls(self, run_ids: Sequence[str], node_id: str | None = None) -> list[CallRecord]:
+        """The live calls of `run_ids` (of station `node_id` when given), newest first: what a replay may use."""
+        if not run_ids:
+            return []
+        text = q.recorded_calls(len(run_ids), node=node_id is not None)
+        params = [*run_ids, *([node_id] if node_id is not None else [])]
+        with self._calls_reading() as con:
+            rows = con.execute(self.dialect.sql(text), params).fetchall()
+        return [self._call_record(r) for r in rows]
+
+    def _call_record(self, r: Any) -> CallRecord:
+        r = tuple(r)
+        try:
+            request, response = self.dialect.load(r[11]), self.dialect.load(r[12])
+        except ValueError:
+            raise StoreError(
+                f"the recorded call {r[0]!r} holds damaged JSON; restore {self.dialect.restore_what} from a backup"
+            ) from None
+        return CallRecord(
+            call_id=r[0], run_id=r[1], node_id=r[2], checkpoint_seq=r[3], attempt=r[4], call_index=int(r[5]),
+            kind=r[6], name=r[7], digest=r[8], mode=r[9], replayed_from=r[10], request=request, response=response,
+            input_tokens=r[13], output_tokens=r[14], ms=r[15], created_at=r[16],
+        )  # fmt: skip
+
+
+def _dump(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"))
