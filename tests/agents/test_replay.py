@@ -206,3 +206,19 @@ def test_a_delegated_stations_job_replays_in_a_fork(tmp_path: Path) -> None:
         fork.run()
         assert fork.status == "done" and fork.output == run.output and len(calls) == 2
         assert [c.mode for c in fork.calls()] == ["replayed", "replayed"]
+
+
+def test_the_run_widget_marks_each_call_live_or_replayed(rlab: Lab) -> None:
+    from lab.widgets.run_widget import RunWidget
+
+    g, _, _ = declare(rlab)
+    run = g.start(g.nodes["Research"](), state=Article())
+    run.run()
+    fork = run.fork(3)
+    fork.run()
+    live = RunWidget(run).events_panel.value
+    again = RunWidget(fork).events_panel.value
+    assert live.count("● live model function:CountingModel: #1 · ") == 5 and "replayed" not in live
+    assert again.count("↺ replayed model function:CountingModel: #1 · ") == 2
+    assert all(f"{c.tokens} tokens saved" in again for c in fork.calls())
+    assert "gl-ev-recorded" in again
