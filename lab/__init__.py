@@ -45,8 +45,8 @@ from .idempotent import IdempotentOp
 from .lab import DEFAULT_PATH, Lab, current_lab, current_run
 from .limits import DEFAULT_STEP_LIMIT, Limits
 from .manifest import Manifest, Station
-from .recording import recorded
 from .records import CheckpointRecord, EventRecord, PendingStation, RunRecord, Status, WaitRecord
+from .replay import recorded
 from .retry import Retry
 from .run import Run, StepResult
 from .subgraph import SubgraphError, run_subgraph

@@ -26,10 +26,10 @@ from .idempotent import settle_effect
 from .limits import DEFAULT_STEP_LIMIT, check_step_limit
 from .manifest import Manifest
 from .peek import PeekedRun
-from .recording import recorded
 from .records import Durability, EffectRecord, EventRecord, RunRecord, Status, WaitRecord
 from .reducers import check_model_options
 from .reopen import fork_stored, open_stored, recover_interrupted
+from .replay import recorded
 from .retry import Retry, check_policies, check_timeouts
 from .run import Run
 from .run_list import RunList

@@ -26,6 +26,7 @@ import hashlib
 import inspect
 import json
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -38,7 +39,6 @@ from pydantic_core import to_jsonable_python
 from .errors import ArgumentError, ReplayMissError
 from .events import running_run
 from .gates import station_context
-from .idempotent import visit_origin
 from .store.calls import CallRecord
 
 __all__ = (
@@ -48,12 +48,13 @@ __all__ = (
     "Plan",
     "station_calls",
     "job_calls",
-    "recorded",
     "recorded_function",
     "scrub",
     "digest",
     "lineage",
     "jsonable",
+    "known_calls",
+    "note_new_run",
 )
 
 ReplayMode = Literal["auto", "strict", "off"]
@@ -66,6 +67,34 @@ SECRET_MARKERS: tuple[str, ...] = (
 """A dict key that contains one of these (lower-cased) is left out of a recording, with its value."""
 
 _lineages: dict[str, tuple[str, ...]] = {}
+_known: dict[str, list[CallRecord]] = {}
+"""Run id -> the live calls of its lineage this process knows, newest first: read once per run, then
+kept up to date with the calls it records itself (the process stepping a run is its only writer)."""
+KNOWN_RUNS = 256
+"""How many runs' recordings a process keeps in memory (the least recently loaded go first)."""
+
+
+def note_new_run(run_id: str, parent_run_id: str | None) -> None:
+    """A run this process just created (`Run.create`): a new run has no recordings; a fork has its
+    parent's, when this process knows them. Either way its first recorded call reads nothing."""
+    if parent_run_id is None:
+        _remember(run_id, [])
+    elif (parent := _known.get(parent_run_id)) is not None:
+        _remember(run_id, list(parent))
+
+
+def _remember(run_id: str, calls: list[CallRecord]) -> list[CallRecord]:
+    _known[run_id] = calls
+    while len(_known) > KNOWN_RUNS:
+        del _known[next(iter(_known))]
+    return calls
+
+
+def known_calls(store: Any, run_id: str) -> list[CallRecord]:
+    """The live calls a run may replay (its own and its fork ancestors'), newest first: one read the
+    first time this process asks about `run_id`, then from memory."""
+    found = _known.get(run_id)
+    return found if found is not None else _remember(run_id, store.lineage_calls(run_id))
 
 
 def check_mode(mode: Any, what: str) -> ReplayMode | None:
@@ -75,12 +104,21 @@ def check_mode(mode: Any, what: str) -> ReplayMode | None:
     return mode
 
 
-def scrub(value: Any) -> Any:
-    """`value` as JSON with every secret-looking key (`SECRET_MARKERS`) left out, recursively."""
+_SECRET = re.compile("|".join(re.escape(m) for m in SECRET_MARKERS))
+
+
+def scrub(value: Any, drop: frozenset[str] = frozenset()) -> Any:
+    """`value` (JSON data) with every secret-looking key (`SECRET_MARKERS`) left out, recursively, and
+    the keys in `drop` and those starting with `_` too when `drop` is given."""
     if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items() if not any(m in str(k).lower() for m in SECRET_MARKERS)}
+        secret = _SECRET.search
+        return {
+            k: scrub(v, drop) if isinstance(v, (dict, list)) else v
+            for k, v in value.items()
+            if not secret(str(k).lower()) and not (drop and (k in drop or str(k).startswith("_")))
+        }
     if isinstance(value, list):
-        return [scrub(v) for v in value]
+        return [scrub(v, drop) if isinstance(v, (dict, list)) else v for v in value]
     return value
 
 
@@ -162,28 +200,29 @@ class StationCalls:
         self.attempt = attempt
         self.mode: ReplayMode = mode
         self.counts: dict[tuple[str, str], int] = {}
-        self._recordings: list[CallRecord] | None = None
 
     # -- finding ---------------------------------------------------------------------------------
 
     def recordings(self) -> list[CallRecord]:
-        """The live calls of this station in the run's lineage, newest first (read once per try)."""
-        if self._recordings is None:
-            self._recordings = self.store.recorded_calls(lineage(self.store, self.run_id), self.node_id)
-        return self._recordings
+        """The live calls of this station in the run's lineage, newest first."""
+        return [r for r in known_calls(self.store, self.run_id) if r.node_id == self.node_id]
 
     def _closest(self, kind: str, name: str, index: int) -> CallRecord | None:
-        same = [r for r in self.recordings() if (r.kind, r.name) == (kind, name)]
+        runs = lineage(self.store, self.run_id)
+        same = [r for r in self.store.recorded_calls(runs, self.node_id) if (r.kind, r.name) == (kind, name)]
         return next((r for r in same if r.call_index == index), same[0] if same else None)
 
     # -- the protocol ----------------------------------------------------------------------------
 
-    def begin(self, kind: str, name: str, request: Any, mode: ReplayMode | None = None) -> Plan:
-        """Number the call, and find its recording unless the mode is `off`; strict without one raises."""
+    def begin(
+        self, kind: str, name: str, request: Any, mode: ReplayMode | None = None, *, clean: bool = False
+    ) -> Plan:
+        """Number the call, and find its recording unless the mode is `off`; strict without one raises.
+        `clean`: the request is JSON already scrubbed (a model's: lab.agents.recorded_model)."""
         key = (kind, name)
         index = self.counts.get(key, 0) + 1
         self.counts[key] = index
-        clean = scrub(jsonable(request))
+        clean = request if clean else scrub(jsonable(request))
         dig = digest(kind, name, clean)
         effective = mode or (getattr(self.run, "replay", None) if self.run is not None else None) or self.mode
         found = None
@@ -201,18 +240,25 @@ class StationCalls:
         return Plan(kind, name, index, clean, dig, found, time.perf_counter())
 
     def finish_live(
-        self, plan: Plan, response: Any, *, input_tokens: int | None = None, output_tokens: int | None = None
+        self,
+        plan: Plan,
+        response: Any,
+        *,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        clean: bool = False,
     ) -> CallRecord:
-        """Record a live call's response (JSON, secrets left out) and its `recorded` event."""
+        """Record a live call's response (JSON, secrets left out: `clean` says it is already) and its `recorded` event."""
         rec = CallRecord(
             call_id=_call_id(), run_id=self.run_id, node_id=self.node_id, checkpoint_seq=self.origin,
-            attempt=self._attempt(), call_index=plan.index, kind=plan.kind, name=plan.name, digest=plan.digest,
-            mode="live", request=plan.request, response=scrub(jsonable(response)), input_tokens=input_tokens,
+            attempt=self.attempt, call_index=plan.index, kind=plan.kind, name=plan.name, digest=plan.digest,
+            mode="live", request=plan.request, response=response if clean else scrub(jsonable(response)), input_tokens=input_tokens,
             output_tokens=output_tokens, ms=(time.perf_counter() - plan.started) * 1000, created_at=_now(),
         )  # fmt: skip
-        self.store.record_call(rec)
-        if self._recordings is not None:
-            self._recordings.insert(0, rec)
+        self._store(rec)
+        known = _known.get(self.run_id)
+        if known is not None:
+            known.insert(0, rec)
         self._event(rec, saved=0)
         return rec
 
@@ -222,26 +268,19 @@ class StationCalls:
         assert src is not None
         rec = CallRecord(
             call_id=_call_id(), run_id=self.run_id, node_id=self.node_id, checkpoint_seq=self.origin,
-            attempt=self._attempt(), call_index=plan.index, kind=plan.kind, name=plan.name, digest=plan.digest,
+            attempt=self.attempt, call_index=plan.index, kind=plan.kind, name=plan.name, digest=plan.digest,
             mode="replayed", replayed_from=src.call_id, input_tokens=src.input_tokens, output_tokens=src.output_tokens,
             ms=(time.perf_counter() - plan.started) * 1000, created_at=_now(),
         )  # fmt: skip
-        self.store.record_call(rec)
+        self._store(rec)
         self._event(rec, saved=src.tokens)
         return src.response
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _attempt(self) -> int | None:
-        """The station try: the seq of this station's latest `entered` event (read once per try)."""
-        if self.attempt is None and self.run is not None:
-            try:
-                _, tail = self.run.event_tail(16)
-            except Exception:
-                return None
-            seqs = [e.seq for e in tail if e.kind == "entered" and e.node_id == self.node_id]
-            self.attempt = max(seqs) if seqs else None
-        return self.attempt
+    def _store(self, rec: CallRecord) -> None:
+        """Journal the call: held for its `recorded` event's write inside a run, written through for a job."""
+        self.store.record_call(rec, sync=self.run is None)
 
     def _event(self, rec: CallRecord, *, saved: int) -> None:
         if self.run is None:
@@ -301,8 +340,9 @@ def station_calls() -> StationCalls | None:
     store = run.lab.store
     if not hasattr(store, "record_call"):
         return None
-    origin = visit_origin(store, run.id, run.head, ctx.node_id, ctx.task)
-    ctx.calls = StationCalls(store, run.id, ctx.node_id, origin, run=run)
+    ctx.calls = StationCalls(
+        store, run.id, ctx.node_id, run.head, run=run
+    )  # no read: the head the try entered from
     return ctx.calls
 
 
@@ -403,31 +443,3 @@ def _result_adapter(fn: Callable[..., Any], result_type: Any) -> TypeAdapter[Any
         return TypeAdapter(hint)
     except Exception:
         return None
-
-
-def recorded(
-    target: Any = None,
-    /,
-    *,
-    name: str | None = None,
-    replay: ReplayMode | None = None,
-    result_type: Any = None,
-) -> Any:
-    """Record a station's calls of `target` and replay them when the station runs again (docs/replay.md).
-
-    - `@lab.recorded` (or `@lab.recorded(name=..., replay=..., result_type=...)`) on a function, sync
-      or async: a tool, an HTTP client call. Its arguments are the request, its return value (JSON, or
-      what `result_type` / its return annotation dumps) the response.
-    - `lab.recorded(agent)`: the pydantic-ai `Agent`'s model is wrapped so every model request it makes
-      inside a station is recorded (returns the agent). `lab.recorded(model)` wraps a `Model`.
-
-    `replay=` ("auto", "strict", "off") overrides the run's `run.replay` for these calls.
-    """
-    check_mode(replay, "lab.recorded")
-    if target is None:
-        return lambda fn: recorded(fn, name=name, replay=replay, result_type=result_type)
-    if any(c.__module__.startswith("pydantic_ai") for c in type(target).__mro__):
-        from .agents.recorded_model import record_agent
-
-        return record_agent(target, replay=replay)
-    return recorded_function(target, name=name, replay=replay, result_type=result_type)

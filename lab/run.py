@@ -24,6 +24,7 @@ from .errors import (
 from .events import RunStream
 from .history import TimeTravel
 from .limits import UNSET, Limits, check_step_limit, check_timeout
+from .recording import note_new_run
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
 from .rescue import Rescues
 from .retry import Retries
@@ -194,6 +195,7 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
             counters=counters,
         )
         lab.store.live_runs[run.id] = run
+        note_new_run(run.id, record.parent_run_id)  # its recordings are known without a read (lab.recording)
         return run
 
     # -- what a person reads -------------------------------------------------------------

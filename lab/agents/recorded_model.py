@@ -19,7 +19,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 
 from ..errors import ArgumentError
-from ..recording import ReplayMode, StationCalls, check_mode, job_calls, jsonable, station_calls
+from ..recording import ReplayMode, StationCalls, check_mode, job_calls, jsonable, scrub, station_calls
 
 __all__ = ("RecordedModel", "record_agent", "recording_job")
 
@@ -27,15 +27,6 @@ VOLATILE = frozenset(
     {"timestamp", "request_timestamp", "duration", "run_id", "conversation_id", "provider_response_id"}
 )
 """Keys of a dumped message that change from one run to the next without changing what is asked."""
-
-
-def _steady(value: Any) -> Any:
-    """`value` without the keys that vary between two runs asking the same (times, ids, private telemetry)."""
-    if isinstance(value, dict):
-        return {k: _steady(v) for k, v in value.items() if k not in VOLATILE and not str(k).startswith("_")}
-    if isinstance(value, list):
-        return [_steady(v) for v in value]
-    return value
 
 
 class RecordedModel(WrapperModel):
@@ -55,13 +46,14 @@ class RecordedModel(WrapperModel):
     ) -> dict[str, Any]:
         """What a request asks, as JSON: the model, the messages (times left out), the settings and the
         request parameters (tools, output schema). Secrets are scrubbed by the recorder."""
-        return {
+        asked = {
             "model": self.wrapped.model_name,
             "system": self.wrapped.system,
-            "messages": _steady(ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")),
-            "settings": model_settings,
-            "parameters": _steady(jsonable(model_request_parameters)),
+            "messages": ModelMessagesTypeAdapter.dump_python(list(messages), mode="json"),
+            "settings": jsonable(model_settings),
+            "parameters": jsonable(model_request_parameters),
         }
+        return scrub(asked, VOLATILE)
 
     async def request(
         self, messages: list[Any], model_settings: Any, model_request_parameters: ModelRequestParameters
@@ -81,9 +73,10 @@ class RecordedModel(WrapperModel):
         usage = response.usage
         rec.finish_live(
             plan,
-            ModelMessagesTypeAdapter.dump_python([response], mode="json")[0],
+            scrub(ModelMessagesTypeAdapter.dump_python([response], mode="json")[0]),
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
+            clean=True,
         )
         return response
 

@@ -1,27 +1,29 @@
 """The store's `calls` table: the recorded calls of stations (lab/recording.py, docs/replay.md).
 
-Mixed into both stores (`DuckDBCalls`, `PostgresCalls`), which give it a connection; the SQL is in
-sql_text.py. Like effects, calls are not journalled: a live call is committed before the station
-uses its response, so a retry or a resume in another process finds it. A `live` row holds the
-request and the response as JSON; a `replayed` row names the live row it replayed (`replayed_from`)
-and keeps no copy of the response.
+Mixed into both stores (`DuckDBCalls`, `PostgresCalls`), which give it a connection to read; the SQL
+is in sql_text.py. Calls are journalled: `record_call` hands the store's `write` one `call` row, held
+(as `durability="batch"` holds a boundary) until the run's next write, the call's `recorded` event,
+carries it in the same transaction; DuckDB's fold and PostgreSQL's `graphlab_write` store it, and
+find its station try (`attempt`) among the events then. So recording costs a station no read and no
+transaction of its own. A `live` row holds the request and the response as JSON; a `replayed` row
+names the live row it replayed (`replayed_from`) and keeps no copy of the response.
 """
 
 from __future__ import annotations
 
-import json
+import time
 from abc import abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ..errors import StoreError
 from . import sql_text as q
 from .dialect import Dialect
 
-__all__ = ("CallMode", "CallRecord", "CallTables")
+__all__ = ("CallMode", "CallRecord", "CallTables", "call_row")
 
 CallMode = Literal["live", "replayed"]
 """`live`: the call ran and its response was recorded; `replayed`: a recorded response was handed back."""
@@ -69,28 +71,27 @@ class CallTables:
     dialect: Dialect
 
     @abstractmethod
-    def _calls_writing(self) -> AbstractContextManager[Any]:
-        """A connection inside one transaction (committed on success); driver errors become `StoreError`."""
+    def write(self, rows: Sequence[dict[str, Any]], *, sync: bool = True) -> None:
+        """The store's journal write (`Store.write`)."""
 
     @abstractmethod
     def _calls_reading(self) -> AbstractContextManager[Any]:
         """A connection to read the calls table; driver errors become `StoreError`."""
 
-    def record_call(self, rec: CallRecord) -> None:
-        """Store one call (committed when this returns)."""
-        sql = self.dialect.sql
-        row = [
-            rec.call_id, rec.run_id, rec.node_id, rec.checkpoint_seq, rec.attempt, rec.call_index, rec.kind,
-            rec.name, rec.digest, rec.mode, rec.replayed_from, _dump(rec.request), _dump(rec.response),
-            rec.input_tokens, rec.output_tokens, rec.ms, rec.created_at,
-        ]  # fmt: skip
-        with self._calls_writing() as con:
-            con.execute(sql(q.CALL_INSERT), row)
+    def record_call(self, rec: CallRecord, *, sync: bool = False) -> None:
+        """Journal one call: held for the run's next write unless `sync` (then written through at once)."""
+        self.write([call_row(rec)], sync=sync)
 
     def calls(self, run_id: str) -> list[CallRecord]:
         """The calls of one run, oldest first (live and replayed)."""
         with self._calls_reading() as con:
             rows = con.execute(self.dialect.sql(q.CALLS_OF_RUN), [run_id]).fetchall()
+        return [self._call_record(r) for r in rows]
+
+    def lineage_calls(self, run_id: str) -> list[CallRecord]:
+        """The live calls of `run_id` and of every run it was forked from, newest first (one read)."""
+        with self._calls_reading() as con:
+            rows = con.execute(self.dialect.sql(q.CALLS_IN_LINEAGE), [run_id]).fetchall()
         return [self._call_record(r) for r in rows]
 
     def recorded_calls(self, run_ids: Sequence[str], node_id: str | None = None) -> list[CallRecord]:
@@ -118,5 +119,13 @@ class CallTables:
         )  # fmt: skip
 
 
-def _dump(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"))
+def call_row(rec: CallRecord) -> dict[str, Any]:
+    """The journal row of a call (`t = 'call'`); its `attempt` is found when it is stored."""
+    created = rec.created_at.replace(tzinfo=UTC).timestamp() if rec.created_at is not None else time.time()
+    return {
+        "t": "call", "run_id": rec.run_id, "call_id": rec.call_id, "node_id": rec.node_id,
+        "checkpoint_seq": rec.checkpoint_seq, "call_index": rec.call_index, "kind": rec.kind, "name": rec.name,
+        "digest": rec.digest, "mode": rec.mode, "replayed_from": rec.replayed_from, "request": rec.request,
+        "response": rec.response, "input_tokens": rec.input_tokens, "output_tokens": rec.output_tokens, "ms": rec.ms,
+        "created_at": created,
+    }  # fmt: skip

@@ -1,18 +1,14 @@
-"""The DuckDB store's side of the `calls` table (calls.py): its connection and transactions.
+"""The DuckDB store's side of the `calls` table (calls.py): its reads, after this process's journal is folded.
 
-As for effects (duckdb_effects.py), a call is written on the store's connection under the store's
-lock with the file attached; COMMIT returns once the row is in DuckDB's write-ahead log.
+Calls are written through the journal (`DuckDBStore.write`) and folded into the table with the rest
+of a boundary (schema.py's FOLD_STATEMENTS); a read folds this process's lines first, as every read does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
-import duckdb
-
-from ..errors import StoreError
 from .calls import CallTables
 
 __all__ = ("DuckDBCalls",)
@@ -21,33 +17,7 @@ __all__ = ("DuckDBCalls",)
 class DuckDBCalls(CallTables):
     """`CallTables` on the DuckDB store's connection."""
 
-    _session: Any
-    _check_writable: Any
-    _check_open: Any
+    _reading: Any
 
-    @contextmanager
-    def _calls_writing(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        self._check_writable()
-        with self._calls_reading() as con:
-            con.execute("BEGIN")
-            try:
-                yield con
-            except BaseException:
-                try:
-                    con.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass
-                raise
-            con.execute("COMMIT")
-
-    @contextmanager
-    def _calls_reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with self._session() as con:
-            self._check_open()
-            try:
-                yield con
-            except duckdb.Error as exc:
-                where = getattr(self, "path", "the store")
-                raise StoreError(
-                    f"cannot record or read the calls of {where}: {str(exc).splitlines()[0]}"
-                ) from None
+    def _calls_reading(self) -> AbstractContextManager[Any]:
+        return self._reading()

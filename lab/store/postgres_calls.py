@@ -1,4 +1,4 @@
-"""The PostgreSQL store's side of the `calls` table (calls.py): its connection pool."""
+"""The PostgreSQL store's side of the `calls` table (calls.py): its reads (calls are written by `graphlab_write`)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,10 @@ class PostgresCalls(CallTables):
     """`CallTables` on the PostgreSQL store's connection pool."""
 
     _conn: Any
-
-    @contextmanager
-    def _calls_writing(self) -> Iterator[Any]:
-        with self._conn("record a call") as con, con.transaction():
-            yield con
+    flush: Any
 
     @contextmanager
     def _calls_reading(self) -> Iterator[Any]:
+        self.flush()  # this process's held rows (a call waiting for its event) first
         with self._conn("read the calls") as con:
             yield con

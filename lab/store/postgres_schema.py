@@ -55,7 +55,9 @@ _ROWS = """jsonb_array_elements(rows) WITH ORDINALITY AS e(j, ord), jsonb_to_rec
     created_at double precision, kind text, node_id text, attempt bigint, checkpoint_seq bigint, payload jsonb,
     graph_key text, revision integer, digest text, head_seq bigint, durability text, error jsonb,
     updated_at double precision, parent_run_id text, breakpoints jsonb, counters jsonb, owner text, prompt text,
-    details jsonb, prior jsonb, resolved_at double precision, resolution jsonb)"""
+    details jsonb, prior jsonb, resolved_at double precision, resolution jsonb, call_id text, call_index bigint,
+    name text, mode text, replayed_from text, request jsonb, response jsonb, input_tokens bigint, output_tokens bigint,
+    ms double precision)"""
 
 
 def _ts(col: str) -> str:
@@ -142,6 +144,13 @@ BEGIN
                  coalesce(updated_at, created_at) AS ts
           FROM {_ROWS} WHERE t IN ('upd', 'cp') ORDER BY run_id, ord DESC) u
     WHERE runs.run_id = u.run_id;
+
+    INSERT INTO calls ({q.CALL_COLS})
+    SELECT x.call_id, x.run_id, x.node_id, x.checkpoint_seq, {q.CALL_ATTEMPT.format(c="x")}, x.call_index, x.kind,
+           x.name, x.digest, x.mode, x.replayed_from, x.request, x.response, x.input_tokens, x.output_tokens, x.ms,
+           {_ts("x.created_at")}
+    FROM {_ROWS} WHERE x.t = 'call' ORDER BY e.ord
+    ON CONFLICT (call_id) DO NOTHING;
 END
 $fn$
 """
@@ -291,5 +300,6 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX IF NOT EXISTS effects_run ON effects (run_id)",
     ],
     # version 5 -> 6: recorded calls (lab/recording.py), as DuckDB's (the text is sql_text.CALLS_TABLE)
-    [POSTGRES.ddl(q.CALLS_TABLE), "CREATE INDEX IF NOT EXISTS calls_run ON calls (run_id)"],
+    # (journalled: `graphlab_write` stores `call` rows from now on)
+    [POSTGRES.ddl(q.CALLS_TABLE), "CREATE INDEX IF NOT EXISTS calls_run ON calls (run_id)", WRITE_FUNCTION],
 ]

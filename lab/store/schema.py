@@ -229,6 +229,17 @@ JOURNAL_COLUMNS: dict[str, str] = {
     "host": "VARCHAR",
     "started": "DOUBLE",
     "claimed_at": "DOUBLE",
+    # a recorded call (t = 'call', lab/store/calls.py); kind, node_id, digest, checkpoint_seq as above
+    "call_id": "VARCHAR",
+    "call_index": "BIGINT",
+    "name": "VARCHAR",
+    "mode": "VARCHAR",
+    "replayed_from": "VARCHAR",
+    "request": "JSON",
+    "response": "JSON",
+    "input_tokens": "BIGINT",
+    "output_tokens": "BIGINT",
+    "ms": "DOUBLE",
 }
 """Every column a journal line may carry; `t` says which table the line belongs to.
 
@@ -360,6 +371,14 @@ FOLD_STATEMENTS: list[str] = [
     SELECT run_id, pid, host, started, claimed_at FROM journal_rows WHERE t = 'own'
     QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY claimed_at DESC, j DESC) = 1
     """,
+    # recorded calls (lab/store/calls.py), after the events: a call's try is found among them
+    f"""
+    INSERT OR IGNORE INTO calls
+    SELECT c.call_id, c.run_id, c.node_id, c.checkpoint_seq, {q.CALL_ATTEMPT.format(c="c")}, c.call_index, c.kind,
+           c.name, c.digest, c.mode, c.replayed_from, c.request, c.response, c.input_tokens, c.output_tokens, c.ms,
+           c.created_at
+    FROM journal_rows c WHERE c.t = 'call'
+    """,
 ]
 """Fold journal lines into the tables. Idempotent: replaying lines already folded changes nothing.
 
@@ -377,6 +396,7 @@ FOLD_NEEDS: list[frozenset[str]] = [
     frozenset({"vd"}),
     frozenset({"own"}),
     frozenset({"own"}),
+    frozenset({"call"}),
 ]
 """The journal row kinds (`t`) each of FOLD_STATEMENTS reads: a fold runs only those its lines need."""
 assert len(FOLD_NEEDS) == len(FOLD_STATEMENTS)

@@ -15,7 +15,7 @@ from tests.agents.replay_graphs import Article, declare
 
 def _rec(call_id: str, run_id: str, node_id: str = "Draft", **kw) -> CallRecord:
     base = dict(
-        call_id=call_id, run_id=run_id, node_id=node_id, checkpoint_seq=2, attempt=7, call_index=1, kind="model",
+        call_id=call_id, run_id=run_id, node_id=node_id, checkpoint_seq=2, attempt=None, call_index=1, kind="model",
         name="m", digest="d1", mode="live", request={"messages": ["hi", {"n": 1}]}, response={"parts": ["yo"]},
         input_tokens=10, output_tokens=3, ms=1.5, created_at=datetime(2026, 1, 1, 12, 0, 0),
     )  # fmt: skip
@@ -26,12 +26,12 @@ def _rec(call_id: str, run_id: str, node_id: str = "Draft", **kw) -> CallRecord:
 def test_calls_are_stored_read_back_and_found_for_replay(lab: Lab) -> None:
     store = lab.store
     assert isinstance(store, CallTables)
-    store.record_call(_rec("c1", "run-a"))
+    store.record_call(_rec("c1", "run-a"), sync=True)
     store.record_call(_rec("c2", "run-a", "Review", created_at=datetime(2026, 1, 1, 12, 0, 1)))
     store.record_call(_rec("c3", "run-b", mode="replayed", replayed_from="c1", response=None, created_at=datetime(2026, 1, 1, 12, 0, 2)))
     got = store.calls("run-a")
     assert [c.call_id for c in got] == ["c1", "c2"]
-    assert got[0] == _rec("c1", "run-a") and got[0].tokens == 13  # JSON back as it went in
+    assert got[0] == _rec("c1", "run-a") and got[0].tokens == 13  # JSON back as it went in (no try: no events)
     assert [c.call_id for c in store.recorded_calls(["run-a", "run-b"])] == ["c2", "c1"]  # live only, newest first
     assert [c.call_id for c in store.recorded_calls(["run-b", "run-a"], "Draft")] == ["c1"]
     assert store.recorded_calls([]) == [] and store.calls("nope") == []
@@ -52,6 +52,12 @@ def test_a_fork_of_a_five_station_agent_run_replays_every_call(lab: Lab) -> None
     assert fork.status == "done" and model.calls == 5  # 0 model calls
     assert fork.state == run.state
     assert [(c.node_id, c.mode) for c in fork.calls()] == [("Draft", "replayed"), ("Review", "replayed"), ("Polish", "replayed")]
+    for r in (run, fork):  # each call names its station try: the `entered` event of its station just before it
+        entered = {e.seq: e.node_id for e in r.events("entered")}
+        recorded = {e.payload["call"]: e.seq for e in r.events("recorded")}
+        for c in r.calls():
+            assert entered[c.attempt] == c.node_id and c.attempt < recorded[c.call_id]
+            assert not any(c.attempt < s < recorded[c.call_id] for s in entered)
     edited = run.fork(2, state=Article(tone="warm", notes=run.state_at(2).notes))
     edited.run()
     assert model.calls == 6 and model.prompts[-1] == "Review the draft in a warm tone"
