@@ -8,6 +8,7 @@ for what the two databases spell differently; `Dialect.sql` renders it for one b
 | `?`              | `?`                            | `%s`                     |
 | `{json}`         | `?` (JSON text)                | `%s::jsonb`              |
 | `{in_ints}`      | `IN (SELECT unnest(?::BIGINT[]))` | `= ANY(%s)`           |
+| `{json_type}`    | `JSON` (a column's type)       | `jsonb`                  |
 
 and `Dialect.upsert` writes "insert, or replace the row with this key" (`INSERT OR REPLACE` /
 `ON CONFLICT ... DO UPDATE`). The dialect also reads what the driver returns: DuckDB hands
@@ -50,12 +51,9 @@ class Dialect:
             if self.param != "?":
                 out = out.replace("%", "%%").replace("?", self.param)
             out = out.replace("\x00j", self.json_param).replace("\x00i", self.in_ints)
+            out = out.replace("{json_type}", "JSON" if self.name == "duckdb" else "jsonb")
             self._rendered[text] = out
         return out
-
-    def ddl(self, text: str) -> str:
-        """A `CREATE TABLE` text of `sql_text.py` for this backend: `{json_type}` becomes JSON or jsonb."""
-        return text.replace("{json_type}", "JSON" if self.name == "duckdb" else "jsonb")
 
     def upsert(self, table: str, columns: Sequence[str], key: str) -> str:
         """Insert one row (a parameter per column) into `table`, replacing the row with the same `key`."""

@@ -146,7 +146,7 @@ BEGIN
     WHERE runs.run_id = u.run_id;
 
     INSERT INTO calls ({q.CALL_COLS})
-    SELECT x.call_id, x.run_id, x.node_id, x.checkpoint_seq, {q.CALL_ATTEMPT.format(c="x")}, x.call_index, x.kind,
+    SELECT x.call_id, x.run_id, x.node_id, x.checkpoint_seq, {q.call_attempt("x")}, x.call_index, x.kind,
            x.name, x.digest, x.mode, x.replayed_from, x.request, x.response, x.input_tokens, x.output_tokens, x.ms,
            {_ts("x.created_at")}
     FROM {_ROWS} WHERE x.t = 'call' ORDER BY e.ord
@@ -301,5 +301,5 @@ MIGRATIONS: list[list[str]] = [
     ],
     # version 5 -> 6: recorded calls (lab/recording.py), as DuckDB's (the text is sql_text.CALLS_TABLE)
     # (journalled: `graphlab_write` stores `call` rows from now on)
-    [POSTGRES.ddl(q.CALLS_TABLE), "CREATE INDEX IF NOT EXISTS calls_run ON calls (run_id)", WRITE_FUNCTION],
+    [POSTGRES.sql(q.CALLS_TABLE), "CREATE INDEX IF NOT EXISTS calls_run ON calls (run_id)", WRITE_FUNCTION],
 ]

@@ -190,7 +190,7 @@ MIGRATIONS: list[list[str]] = [
     [EFFECTS_TABLE],
     # version 5 -> 6: recorded calls (lab/recording.py, docs/replay.md), replayed on rewind, fork and
     # retry. Written directly, like effects: a live call is committed before its response is used.
-    [DUCKDB.ddl(q.CALLS_TABLE)],
+    [DUCKDB.sql(q.CALLS_TABLE)],
 ]
 
 JOURNAL_COLUMNS: dict[str, str] = {
@@ -374,7 +374,7 @@ FOLD_STATEMENTS: list[str] = [
     # recorded calls (lab/store/calls.py), after the events: a call's try is found among them
     f"""
     INSERT OR IGNORE INTO calls
-    SELECT c.call_id, c.run_id, c.node_id, c.checkpoint_seq, {q.CALL_ATTEMPT.format(c="c")}, c.call_index, c.kind,
+    SELECT c.call_id, c.run_id, c.node_id, c.checkpoint_seq, {q.call_attempt("c")}, c.call_index, c.kind,
            c.name, c.digest, c.mode, c.replayed_from, c.request, c.response, c.input_tokens, c.output_tokens, c.ms,
            c.created_at
     FROM journal_rows c WHERE c.t = 'call'

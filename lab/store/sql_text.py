@@ -21,7 +21,7 @@ __all__ = (
     "JOB_COLS", "JOB_EVENT_COLS", "JOB", "JOB_STATUS", "JOB_INSERT", "JOBS", "JOB_EVENTS", "JOB_EVENT_INSERT",
     "JOB_LINE_SEEN", "JOB_NEXT_EVENT", "job_events_insert", "job_transition", "list_jobs",
     "EFFECT_COLS", "EFFECT", "EFFECT_INSERT", "EFFECT_RESTART", "EFFECT_FINISH", "EFFECTS", "EFFECTS_OF_RUN",
-    "CALL_COLS", "CALLS_TABLE", "CALLS_OF_RUN", "CALL_ATTEMPT", "CALLS_IN_LINEAGE", "recorded_calls",
+    "CALL_COLS", "CALLS_TABLE", "CALLS_OF_RUN", "call_attempt", "CALLS_IN_LINEAGE", "recorded_calls",
 )  # fmt: skip
 
 RUN_COLS = (
@@ -205,17 +205,18 @@ CREATE TABLE IF NOT EXISTS calls (
 """
 """One row per recorded call of a station (a model request or a `@lab.recorded` function): `live`
 rows hold the request and response (JSON, secrets left out); `replayed` rows name the live row they
-replayed (docs/replay.md). `{json_type}` is JSON on DuckDB, jsonb on PostgreSQL (`Dialect.ddl`).
+replayed (docs/replay.md). `{json_type}` is JSON on DuckDB, jsonb on PostgreSQL (`Dialect.sql`).
 Calls are journalled (a `call` journal row, stored with the boundary write that follows it): DuckDB's
 fold and PostgreSQL's `graphlab_write` store them."""
 CALLS_OF_RUN = f"SELECT {CALL_COLS} FROM calls WHERE run_id = ? ORDER BY created_at, call_id"
-CALL_ATTEMPT = (
-    "(SELECT max(e.seq) FROM events e WHERE e.run_id = {c}.run_id AND e.node_id = {c}.node_id "
-    "AND e.kind = 'entered' AND e.seq < coalesce((SELECT min(r.seq) FROM events r WHERE r.run_id = {c}.run_id "
-    "AND r.kind = 'recorded' AND r.payload->>'call' = {c}.call_id), 9223372036854775807))"
-)
-"""A journalled call's station try, found when the call is stored: the station's last `entered` event
-before the call's own `recorded` event (`{c}` names the row being stored)."""
+def call_attempt(c: str) -> str:
+    """A journalled call's station try, found when the call is stored: the station's last `entered` event
+    before the call's own `recorded` event (`c` names the row being stored)."""
+    return (
+        f"(SELECT max(e.seq) FROM events e WHERE e.run_id = {c}.run_id AND e.node_id = {c}.node_id "
+        f"AND e.kind = 'entered' AND e.seq < coalesce((SELECT min(r.seq) FROM events r WHERE r.run_id = {c}.run_id "
+        f"AND r.kind = 'recorded' AND r.payload->>'call' = {c}.call_id), 9223372036854775807))"
+    )
 CALLS_IN_LINEAGE = (
     "WITH RECURSIVE lineage(run_id, parent_run_id, depth) AS ("
     "SELECT run_id, parent_run_id, 0 FROM runs WHERE run_id = ? "
