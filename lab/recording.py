@@ -24,6 +24,7 @@ import difflib
 import functools
 import hashlib
 import inspect
+import itertools
 import json
 import os
 import re
@@ -34,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, get_type_hints
 
 from pydantic import TypeAdapter
-from pydantic_core import to_jsonable_python
+from pydantic_core import to_json, to_jsonable_python
 
 from .errors import ArgumentError, ReplayMissError
 from .events import running_run
@@ -54,6 +55,8 @@ __all__ = (
     "lineage",
     "jsonable",
     "known_calls",
+    "Recordings",
+    "scrubbed",
     "note_new_run",
 )
 
@@ -67,9 +70,32 @@ SECRET_MARKERS: tuple[str, ...] = (
 """A dict key that contains one of these (lower-cased) is left out of a recording, with its value."""
 
 _lineages: dict[str, tuple[str, ...]] = {}
-_known: dict[str, list[CallRecord]] = {}
-"""Run id -> the live calls of its lineage this process knows, newest first: read once per run, then
-kept up to date with the calls it records itself (the process stepping a run is its only writer)."""
+CallKey = tuple[str, str, str, int, str]
+"""(station, kind, name, call index, request digest): what a replay matches on."""
+
+
+class Recordings:
+    """The live calls a run may replay (its own and its fork ancestors'), by what a replay matches on."""
+
+    __slots__ = ("by_key",)
+
+    def __init__(self, calls: list[CallRecord] | None = None):
+        self.by_key: dict[CallKey, CallRecord] = {}
+        for rec in reversed(calls or ()):  # oldest first, so the newest recording of a key wins
+            self.add(rec)
+
+    def add(self, rec: CallRecord) -> None:
+        self.by_key[(rec.node_id, rec.kind, rec.name, rec.call_index, rec.digest)] = rec
+
+    def copy(self) -> Recordings:
+        out = Recordings()
+        out.by_key = dict(self.by_key)
+        return out
+
+
+_known: dict[str, Recordings] = {}
+"""Run id -> the recordings of its lineage this process knows: read once per run, then kept up to date
+with the calls it records itself (the process stepping a run is its only writer)."""
 KNOWN_RUNS = 256
 """How many runs' recordings a process keeps in memory (the least recently loaded go first)."""
 
@@ -78,23 +104,23 @@ def note_new_run(run_id: str, parent_run_id: str | None) -> None:
     """A run this process just created (`Run.create`): a new run has no recordings; a fork has its
     parent's, when this process knows them. Either way its first recorded call reads nothing."""
     if parent_run_id is None:
-        _remember(run_id, [])
+        _remember(run_id, Recordings())
     elif (parent := _known.get(parent_run_id)) is not None:
-        _remember(run_id, list(parent))
+        _remember(run_id, parent.copy())
 
 
-def _remember(run_id: str, calls: list[CallRecord]) -> list[CallRecord]:
-    _known[run_id] = calls
+def _remember(run_id: str, recordings: Recordings) -> Recordings:
+    _known[run_id] = recordings
     while len(_known) > KNOWN_RUNS:
         del _known[next(iter(_known))]
-    return calls
+    return recordings
 
 
-def known_calls(store: Any, run_id: str) -> list[CallRecord]:
-    """The live calls a run may replay (its own and its fork ancestors'), newest first: one read the
-    first time this process asks about `run_id`, then from memory."""
+def known_calls(store: Any, run_id: str) -> Recordings:
+    """The recordings a run may replay: one read the first time this process asks about `run_id`,
+    then from memory."""
     found = _known.get(run_id)
-    return found if found is not None else _remember(run_id, store.lineage_calls(run_id))
+    return found if found is not None else _remember(run_id, Recordings(store.lineage_calls(run_id)))
 
 
 def check_mode(mode: Any, what: str) -> ReplayMode | None:
@@ -105,6 +131,23 @@ def check_mode(mode: Any, what: str) -> ReplayMode | None:
 
 
 _SECRET = re.compile("|".join(re.escape(m) for m in SECRET_MARKERS))
+_SECRET_KEY = re.compile(
+    '"[^"]*(?:' + "|".join(re.escape(m) for m in SECRET_MARKERS) + ')[^"]*":', re.IGNORECASE
+)
+"""A JSON text holding a secret-looking key: only then is the value walked to leave them out."""
+
+
+def scrubbed(value: Any) -> tuple[Any, str]:
+    """`value` (JSON data) without secret-looking keys, and its canonical JSON text: one C-speed dump,
+    and a walk only when the text holds such a key."""
+    text = canonical(value)
+    low = text.lower()
+    if any(
+        m in low for m in SECRET_MARKERS
+    ):  # a marker anywhere (a key or not): walk, and leave out the keys
+        value = scrub(value)
+        text = canonical(value)
+    return value, text
 
 
 def scrub(value: Any, drop: frozenset[str] = frozenset()) -> Any:
@@ -128,12 +171,15 @@ def jsonable(value: Any) -> Any:
 
 
 def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """`value`'s JSON text, as pydantic-core writes it (fast; keys in their order, which pydantic's dumps
+    and a program's own dicts keep from one run to the next)."""
+    return to_json(value).decode()
 
 
-def digest(kind: str, name: str, request: Any) -> str:
-    """The sha256 of a request's canonical JSON, with its kind and name."""
-    return hashlib.sha256(canonical([kind, name, request]).encode()).hexdigest()
+def digest(kind: str, name: str, request: Any, text: str | None = None) -> str:
+    """The sha256 of a request's canonical JSON (`text`, when it is at hand), with its kind and name."""
+    body = canonical(request) if text is None else text
+    return hashlib.sha256(f"{kind}\x00{name}\x00{body}".encode()).hexdigest()
 
 
 def lineage(store: Any, run_id: str) -> tuple[str, ...]:
@@ -157,8 +203,13 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+_PROCESS = os.urandom(4).hex()
+_counter = itertools.count()
+
+
 def _call_id() -> str:
-    return f"{time.time_ns():x}-{os.urandom(4).hex()}"
+    """A time-ordered id, unique across processes (a random prefix per process, then a counter)."""
+    return f"{time.time_ns():x}-{_PROCESS}-{next(_counter):x}"
 
 
 @dataclass(slots=True)
@@ -203,9 +254,9 @@ class StationCalls:
 
     # -- finding ---------------------------------------------------------------------------------
 
-    def recordings(self) -> list[CallRecord]:
-        """The live calls of this station in the run's lineage, newest first."""
-        return [r for r in known_calls(self.store, self.run_id) if r.node_id == self.node_id]
+    def recording(self, kind: str, name: str, index: int, dig: str) -> CallRecord | None:
+        """The newest live call of this station in the run's lineage that a call with this key replays."""
+        return known_calls(self.store, self.run_id).by_key.get((self.node_id, kind, name, index, dig))
 
     def _closest(self, kind: str, name: str, index: int) -> CallRecord | None:
         runs = lineage(self.store, self.run_id)
@@ -218,26 +269,20 @@ class StationCalls:
         self, kind: str, name: str, request: Any, mode: ReplayMode | None = None, *, clean: bool = False
     ) -> Plan:
         """Number the call, and find its recording unless the mode is `off`; strict without one raises.
-        `clean`: the request is JSON already scrubbed (a model's: lab.agents.recorded_model)."""
+        `clean`: the request is JSON already (a model's: lab.agents.recorded_model)."""
+        started = time.perf_counter()
         key = (kind, name)
         index = self.counts.get(key, 0) + 1
         self.counts[key] = index
-        clean = request if clean else scrub(jsonable(request))
-        dig = digest(kind, name, clean)
+        value, text = scrubbed(request if clean else jsonable(request))
+        dig = digest(kind, name, value, text)
         effective = mode or (getattr(self.run, "replay", None) if self.run is not None else None) or self.mode
         found = None
         if effective != "off":
-            found = next(
-                (
-                    r
-                    for r in self.recordings()
-                    if (r.kind, r.name, r.call_index, r.digest) == (kind, name, index, dig)
-                ),
-                None,
-            )
+            found = self.recording(kind, name, index, dig)
             if found is None and effective == "strict":
-                raise self._miss(kind, name, index, clean)
-        return Plan(kind, name, index, clean, dig, found, time.perf_counter())
+                raise self._miss(kind, name, index, value)
+        return Plan(kind, name, index, value, dig, found, started)
 
     def finish_live(
         self,
@@ -248,17 +293,17 @@ class StationCalls:
         output_tokens: int | None = None,
         clean: bool = False,
     ) -> CallRecord:
-        """Record a live call's response (JSON, secrets left out: `clean` says it is already) and its `recorded` event."""
+        """Record a live call's response (JSON, secrets left out; `clean`: it is JSON already) and its `recorded` event."""
         rec = CallRecord(
             call_id=_call_id(), run_id=self.run_id, node_id=self.node_id, checkpoint_seq=self.origin,
             attempt=self.attempt, call_index=plan.index, kind=plan.kind, name=plan.name, digest=plan.digest,
-            mode="live", request=plan.request, response=response if clean else scrub(jsonable(response)), input_tokens=input_tokens,
+            mode="live", request=plan.request, response=scrubbed(response if clean else jsonable(response))[0], input_tokens=input_tokens,
             output_tokens=output_tokens, ms=(time.perf_counter() - plan.started) * 1000, created_at=_now(),
         )  # fmt: skip
         self._store(rec)
         known = _known.get(self.run_id)
         if known is not None:
-            known.insert(0, rec)
+            known.add(rec)
         self._event(rec, saved=0)
         return rec
 

@@ -19,7 +19,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 
 from ..errors import ArgumentError
-from ..recording import ReplayMode, StationCalls, check_mode, job_calls, jsonable, scrub, station_calls
+from ..recording import ReplayMode, StationCalls, check_mode, job_calls, jsonable, station_calls
 
 __all__ = ("RecordedModel", "record_agent", "recording_job")
 
@@ -27,6 +27,17 @@ VOLATILE = frozenset(
     {"timestamp", "request_timestamp", "duration", "run_id", "conversation_id", "provider_response_id"}
 )
 """Keys of a dumped message that change from one run to the next without changing what is asked."""
+
+
+def _steady(message: dict[str, Any]) -> dict[str, Any]:
+    """A dumped message without what varies between two runs asking the same (`VOLATILE`), on it and its parts."""
+    out = {k: v for k, v in message.items() if k not in VOLATILE}
+    parts = out.get("parts")
+    if isinstance(parts, list):
+        out["parts"] = [
+            {k: v for k, v in p.items() if k not in VOLATILE} if isinstance(p, dict) else p for p in parts
+        ]
+    return out
 
 
 class RecordedModel(WrapperModel):
@@ -46,14 +57,18 @@ class RecordedModel(WrapperModel):
     ) -> dict[str, Any]:
         """What a request asks, as JSON: the model, the messages (times left out), the settings and the
         request parameters (tools, output schema). Secrets are scrubbed by the recorder."""
-        asked = {
+        parameters = jsonable(model_request_parameters)
+        return {
             "model": self.wrapped.model_name,
             "system": self.wrapped.system,
-            "messages": ModelMessagesTypeAdapter.dump_python(list(messages), mode="json"),
+            "messages": [
+                _steady(m) for m in ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
+            ],
             "settings": jsonable(model_settings),
-            "parameters": jsonable(model_request_parameters),
+            "parameters": {k: v for k, v in parameters.items() if not k.startswith("_")}
+            if isinstance(parameters, dict)
+            else parameters,
         }
-        return scrub(asked, VOLATILE)
 
     async def request(
         self, messages: list[Any], model_settings: Any, model_request_parameters: ModelRequestParameters
@@ -66,6 +81,7 @@ class RecordedModel(WrapperModel):
             self.wrapped.model_name,
             self.request_json(messages, model_settings, model_request_parameters),
             self.replay,
+            clean=True,
         )
         if plan.replayed is not None:
             return ModelMessagesTypeAdapter.validate_python([rec.finish_replayed(plan)])[0]  # type: ignore[return-value]
@@ -73,7 +89,7 @@ class RecordedModel(WrapperModel):
         usage = response.usage
         rec.finish_live(
             plan,
-            scrub(ModelMessagesTypeAdapter.dump_python([response], mode="json")[0]),
+            ModelMessagesTypeAdapter.dump_python([response], mode="json")[0],
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             clean=True,
