@@ -334,7 +334,8 @@ class StationCalls:
             "call": rec.call_id, "kind": rec.kind, "name": rec.name, "index": rec.call_index, "mode": rec.mode,
             "tokens": rec.tokens, "saved_tokens": saved, "ms": round(rec.ms or 0.0, 3),
         }  # fmt: skip
-        self.run.record_event("recorded", node_id=self.node_id, payload=payload)
+        # held with the call's row until the station's next write (its settlement, failure or park)
+        self.run.record_event("recorded", node_id=self.node_id, payload=payload, sync=False)
 
     def _miss(self, kind: str, name: str, index: int, request: Any) -> ReplayMissError:
         near = self._closest(kind, name, index)

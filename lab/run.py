@@ -357,9 +357,12 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
         for sink in list(self._journal.sinks):
             sink(batch)
 
-    def record_event(self, kind: str, *, node_id: str | None = None, payload: dict[str, Any] | None = None) -> None:
-        """Write one event of this run at its head, through to the journal (a subgraph's link)."""
-        self._write([self._event_row(kind, node_id=node_id, checkpoint_seq=self._head, payload=payload)], sync=True)
+    def record_event(
+        self, kind: str, *, node_id: str | None = None, payload: dict[str, Any] | None = None, sync: bool = True
+    ) -> None:
+        """Write one event of this run at its head, through to the journal (a subgraph's link); `sync=False`
+        holds it for the run's next write, as `durability="batch"` holds a boundary (a recorded call's event)."""
+        self._write([self._event_row(kind, node_id=node_id, checkpoint_seq=self._head, payload=payload)], sync=sync)
 
     def record_progress(self, node_id: str, value: Any, details: dict[str, Any]) -> None:
         """A `progress` event from the node in flight (`report_progress`), written and streamed at once."""

@@ -2,10 +2,11 @@
 
 Mixed into both stores (`DuckDBCalls`, `PostgresCalls`), which give it a connection to read; the SQL
 is in sql_text.py. Calls are journalled: `record_call` hands the store's `write` one `call` row, held
-(as `durability="batch"` holds a boundary) until the run's next write, the call's `recorded` event,
-carries it in the same transaction; DuckDB's fold and PostgreSQL's `graphlab_write` store it, and
-find its station try (`attempt`) among the events then. So recording costs a station no read and no
-transaction of its own. A `live` row holds the request and the response as JSON; a `replayed` row
+with the call's `recorded` event (as `durability="batch"` holds a boundary) until the station's next
+write (its settlement, its failure or its park) carries them in the same transaction; DuckDB's fold
+and PostgreSQL's `graphlab_write` store it, and find its station try (`attempt`) among the events
+then. So recording costs a station no read and no write of its own. A process that dies mid-station
+loses the calls of that try (the next try makes them again), as it loses the try itself. A `live` row holds the request and the response as JSON; a `replayed` row
 names the live row it replayed (`replayed_from`) and keeps no copy of the response.
 """
 
