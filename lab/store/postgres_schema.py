@@ -146,10 +146,13 @@ BEGIN
     WHERE runs.run_id = u.run_id;
 
     INSERT INTO calls ({q.CALL_COLS})
-    SELECT x.call_id, x.run_id, x.node_id, x.checkpoint_seq, {q.call_attempt("x")}, x.call_index, x.kind,
-           x.name, x.digest, x.mode, x.replayed_from, x.request, x.response, x.input_tokens, x.output_tokens, x.ms,
-           {_ts("x.created_at")}
-    FROM {_ROWS} WHERE x.t = 'call' ORDER BY e.ord
+    SELECT y.call_id, y.run_id, y.node_id, y.checkpoint_seq, {q.call_attempt("y")}, y.call_index, y.kind,
+           y.name, y.digest, y.mode, y.replayed_from, y.request, y.response, y.input_tokens, y.output_tokens, y.ms,
+           y.created_at
+    FROM (SELECT x.call_id, x.run_id, x.node_id, x.checkpoint_seq, x.call_index, x.kind, x.name, x.digest, x.mode,
+                 x.replayed_from, x.request, x.response, x.input_tokens, x.output_tokens, x.ms,
+                 {_ts("x.created_at")} AS created_at
+          FROM {_ROWS} WHERE x.t = 'call') y
     ON CONFLICT (call_id) DO NOTHING;
 END
 $fn$

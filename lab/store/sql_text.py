@@ -211,12 +211,13 @@ fold and PostgreSQL's `graphlab_write` store them."""
 CALLS_OF_RUN = f"SELECT {CALL_COLS} FROM calls WHERE run_id = ? ORDER BY created_at, call_id"
 def call_attempt(c: str) -> str:
     """A journalled call's station try, found when the call is stored: the station's last `entered` event
-    before the call's own `recorded` event (`c` names the row being stored)."""
+    written before the call was (`c` names the row being stored)."""
     return (
         f"(SELECT max(e.seq) FROM events e WHERE e.run_id = {c}.run_id AND e.node_id = {c}.node_id "
-        f"AND e.kind = 'entered' AND e.seq < coalesce((SELECT min(r.seq) FROM events r WHERE r.run_id = {c}.run_id "
-        f"AND r.kind = 'recorded' AND r.payload->>'call' = {c}.call_id), 9223372036854775807))"
+        f"AND e.kind = 'entered' AND e.created_at <= {c}.created_at)"
     )
+
+
 CALLS_IN_LINEAGE = (
     "WITH RECURSIVE lineage(run_id, parent_run_id, depth) AS ("
     "SELECT run_id, parent_run_id, 0 FROM runs WHERE run_id = ? "
