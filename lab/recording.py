@@ -375,9 +375,12 @@ job_calls: contextvars.ContextVar[StationCalls | None] = contextvars.ContextVar(
 def station_calls() -> StationCalls | None:
     """The recorder of the station try running now (made by its first call), a delegated job's, or None
     outside any run (a recorded call outside a station simply runs)."""
+    job = job_calls.get()  # a delegated job's task: it may have copied its station's context
+    if job is not None:
+        return job
     ctx = station_context.get()
     if ctx is None:
-        return job_calls.get()
+        return None
     if ctx.calls is not None:
         return ctx.calls
     run = ctx.run if ctx.run is not None else running_run.get()

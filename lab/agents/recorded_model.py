@@ -121,10 +121,12 @@ def record_agent(target: Any, *, replay: ReplayMode | None = None) -> Any:
 
 
 @contextmanager
-def recording_job(agent: Any, store: Any, job: Any, *, mode: ReplayMode = "auto") -> Iterator[None]:
+def recording_job(agent: Any, store: Any, job: Any) -> Iterator[None]:
     """Record (and replay) the model requests of delegated job `job` (a `JobRecord`) while inside: its
     agent's model is wrapped for the run (`agent.override`), and the recorder names the job's run,
-    station and checkpoint. A job with no run (submitted by hand), or a store without calls, runs as is."""
+    station and checkpoint. When this process holds the run (`store.live_runs`), its `run.replay`
+    applies. The calls are rows of `calls`, not events of the parked run (its job's messages are in
+    `job_events`). A job with no run (submitted by hand), or a store without calls, runs as is."""
     if (
         job.run_id is None
         or job.node_id is None
@@ -134,6 +136,8 @@ def recording_job(agent: Any, store: Any, job: Any, *, mode: ReplayMode = "auto"
         yield
         return
     model = agent.model if isinstance(agent.model, RecordedModel) else RecordedModel(agent.model)
+    run = store.live_runs.get(job.run_id)
+    mode = getattr(run, "replay", "auto")
     token = job_calls.set(StationCalls(store, job.run_id, job.node_id, job.checkpoint_seq, mode=mode))
     try:
         with agent.override(model=model):

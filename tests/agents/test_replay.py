@@ -206,6 +206,18 @@ def test_a_delegated_stations_job_replays_in_a_fork(tmp_path: Path) -> None:
         fork.run()
         assert fork.status == "done" and fork.output == run.output and len(calls) == 2
         assert [c.mode for c in fork.calls()] == ["replayed", "replayed"]
+        strict = run.fork(0)
+        strict.replay = "strict"  # the job's calls follow the run's mode
+        strict.run()
+        assert strict.status == "done" and len(calls) == 2
+        from tests.agents.graphs import Essay
+
+        changed = run.fork(0, state=Essay(topic="kites"))
+        changed.replay = "strict"
+        changed.run()
+        assert changed.status == "failed" and len(calls) == 2  # refused before the model was called
+        message = changed.error["message"]
+        assert "replay='strict'" in message and '+     "content": "Outline an essay about kites' in message
 
 
 def test_the_run_widget_marks_each_call_live_or_replayed(rlab: Lab) -> None:
