@@ -445,6 +445,7 @@ class AgentBoard(Cancelling):
             ready.wait()
 
     async def _run_task(self, rec: JobRecord, rt: Runtime, worker: dict[str, Any]) -> None:
+        from .recorded_model import recording_job
         from .runtime import run_request
 
         rid = rec.request_id
@@ -466,10 +467,11 @@ class AgentBoard(Cancelling):
             self._notify(rid)
             if applied < len(moves):  # someone else admitted it, or it was ended meanwhile
                 return
-            coro = run_request(agent, rec.request, seen.emit)
             timeout = rec.request.get("timeout")
             try:
-                output, usage = await (asyncio.wait_for(coro, timeout) if timeout else coro)
+                with recording_job(agent, self.store, rec):  # its model requests recorded and replayed (docs/replay.md)
+                    coro = run_request(agent, rec.request, seen.emit)
+                    output, usage = await (asyncio.wait_for(coro, timeout) if timeout else coro)
             except TimeoutError:
                 self.deliver(rid, "TIMED_OUT", error={"message": f"the agent ran longer than {timeout} s"}, seen=seen.take())
                 return
