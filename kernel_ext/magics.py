@@ -20,7 +20,7 @@ from IPython.utils._process_common import arg_split
 from pydantic_graph import BaseNode
 
 from lab import LabGraph, Run
-from lab.errors import LabError
+from lab.errors import LabError, RunNotFoundError
 
 from .display import EventList, RunList, SqlResult, StepList
 from .session import Session
@@ -63,6 +63,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("A B", "state difference of checkpoints A and B (SEQ, or RUN_ID@SEQ for another run)"),
     "events": ("[KIND]", "the run's events in order (KIND filters, e.g. failed)"),
     "export": ("[PATH]", "write the run as one self-contained HTML file (default RUN_ID.html; docs/share.md)"),
+    "compare": (
+        "A B",
+        "two runs or branches side by side (RUN_ID, RUN_ID@SEQ, or SEQ of the current run; docs/share.md)",
+    ),
 }
 
 USAGE = (
@@ -89,6 +93,7 @@ USAGE = (
       %lab diff 1 3
       %lab fork 2 --current
       %lab export review.html
+      %lab compare run-0192a3b4c5d6-1a2b3c run-0192a3b4c5d7-4d5e6f
 
     %%lab_sql [--run ID]
       Read-only SQL over the tables graphs, runs, checkpoints, events; `$run` stands for the
@@ -479,6 +484,32 @@ class LabMagics(Magics):
         written = run.export_html(words[0] if words else f"{run.id}.html")
         print(f"wrote {written} ({written.stat().st_size // 1024} KB): one file, opens in any browser, no kernel needed")
         return None
+
+    def _do_compare(self, rest: str, run_id: str | None) -> Any:
+        a, b = _words(rest, "compare", at_most=2, at_least=2)
+        return self.session.lab().compare(self._branch_ref(a, run_id), self._branch_ref(b, run_id))
+
+    def _branch_ref(self, word: str, run_id: str | None) -> Any:
+        """One side of `%lab compare`: a run (its head's branch), or `(run, seq)` for `RUN_ID@SEQ` or `SEQ`."""
+        m = _RUN_REF.match(word)
+        if m:
+            return self._readable(m["run"]), _int(m["seq"], "SEQ", "compare")
+        if re.fullmatch(r"-?\d+", word):
+            return self.session.run(run_id), int(word)
+        if "@" in word:
+            raise UsageError(f"%lab compare: {word!r} is not RUN_ID@SEQ (SEQ a whole number), a run id, or a SEQ")
+        return self._readable(word)
+
+    def _readable(self, run_id: str) -> Any:
+        """The run this kernel holds (its graph's edge labels draw too), else the stored run read alone."""
+        lab = self.session.lab()
+        live = lab.store.live_runs.get(run_id)
+        if live is not None:
+            return live
+        try:
+            return lab.read(run_id)
+        except RunNotFoundError:
+            raise UsageError(f"%lab compare: no run {run_id!r} in lab {lab.path}; `%lab runs` lists the stored runs") from None
 
 
 def _graph_view(g: LabGraph) -> Any:

@@ -46,6 +46,7 @@ from .lab import DEFAULT_PATH, Lab, current_lab, current_run
 from .limits import DEFAULT_STEP_LIMIT, Limits
 from .manifest import Manifest, Station
 from .records import CheckpointRecord, EventRecord, PendingStation, RunRecord, Status, WaitRecord
+from .replay import recorded
 from .retry import Retry
 from .run import Run, StepResult
 from .subgraph import SubgraphError, run_subgraph
@@ -58,6 +59,7 @@ __all__ = (
     # the lab and its parts
     "Lab",
     "IdempotentOp",
+    "recorded",
     "LabGraph",
     "BuiltGraph",
     "Run",

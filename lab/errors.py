@@ -27,6 +27,7 @@ __all__ = (
     "CapabilityBudgetError",
     "StepLimitError",
     "EffectInDoubtError",
+    "ReplayMissError",
     "UnstorableEffectError",
     "RunTimeout",
     "NodeTimeout",
@@ -139,6 +140,21 @@ class StepLimitError(LabError, RuntimeError):
         super().__init__(message)
         self.run_id = run_id
         self.limit = limit
+
+
+class ReplayMissError(LabError, RuntimeError):
+    """A run with `replay="strict"` made a call no recording of its lineage answers (docs/replay.md).
+
+    The message names the station, the call and what changed: a diff of the closest recorded
+    request and this one. Replay in `"auto"` mode to call for real, or put the request back.
+    """
+
+    def __init__(self, message: str, *, node_id: str, name: str, index: int, diff: str = ""):
+        super().__init__(message)
+        self.node_id = node_id
+        self.name = name
+        self.index = index
+        self.diff = diff
 
 
 class EffectInDoubtError(LabError, RuntimeError):

@@ -148,6 +148,8 @@ class StationContext:
     """How many `IdempotentOp` calls this try of the station made (a call's key counts them)."""
     task: int | None = None
     """The parallel task this context runs (a super-step's frontier entry), None on the serial engine."""
+    calls: Any = None
+    """This try's call recorder (lab.recording), made by its first recorded call."""
 
 
 station_context: contextvars.ContextVar[StationContext | None] = contextvars.ContextVar(

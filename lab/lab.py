@@ -30,6 +30,7 @@ from .peek import PeekedRun
 from .records import Durability, EffectRecord, EventRecord, RunRecord, Status, WaitRecord
 from .reducers import check_model_options
 from .reopen import fork_stored, open_stored, recover_interrupted
+from .replay import recorded
 from .retry import Retry, check_policies, check_timeouts
 from .run import Run
 from .run_list import RunList
@@ -551,6 +552,9 @@ class Lab:
     def effects(self, run_id: str | None = None) -> list[EffectRecord]:
         """The `IdempotentOp` records (of one run), oldest first: `record.in_doubt` marks those to settle."""
         return self.store.effects(None if run_id is None else _run_id(run_id, "lab.effects"))
+
+    recorded = staticmethod(recorded)
+    """`@lab.recorded` on a function, `lab.recorded(agent)`: record a station's calls and replay them (docs/replay.md)."""
 
     def settle_effect(self, key: str, result: Any = None, *, rerun: bool = False) -> EffectRecord:
         """Settle an in-doubt effect: it happened with `result`, or (`rerun=True`) it did not (lab/idempotent.py)."""

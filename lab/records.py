@@ -62,12 +62,14 @@ EventKind = Literal[
     "warning",
     "dropped",
     "call",
+    "recorded",
     "progress",
     "subgraph",
 ]
 """What an event observed. `dropped`: a parallel task whose result was discarded (a sibling
 reached End, or a join's reducer cancelled its siblings). `call`: a subroutine visit invoked a
-child (its run id or store; docs/subroutines.md). Events observe; they never drive recovery."""
+child (its run id or store; docs/subroutines.md). `recorded`: a station's recorded call, live or
+replayed, with its tokens (docs/replay.md). Events observe; they never drive recovery."""
 
 Durability = Literal["step", "batch"]
 """`step`: every boundary reaches the OS before the next station runs. `batch`: every N boundaries."""

@@ -25,6 +25,7 @@ from .errors import (
 from .events import RunStream
 from .history import TimeTravel
 from .limits import UNSET, Limits, check_step_limit, check_timeout
+from .recording import note_new_run
 from .records import CheckpointRecord, Durability, EventRecord, RunRecord, Status, WaitRecord
 from .rescue import Rescues
 from .retry import Retries
@@ -70,6 +71,7 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
     ):
         self.lab = lab
         self.graph = graph
+        self._replay = "auto"
         self._built = built
         self.id: str = record.run_id
         self._status: Status = record.status
@@ -197,6 +199,7 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
             counters=counters,
         )
         lab.store.live_runs[run.id] = run
+        note_new_run(run.id, record.parent_run_id)  # its recordings are known without a read (lab.recording)
         return run
 
     # -- what a person reads -------------------------------------------------------------
@@ -281,6 +284,19 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
         return self._follow()
 
     @property
+    def replay(self) -> str:
+        """How this run's recorded calls replay (docs/replay.md): `"auto"` (the default: a recorded response
+        when the request is the same, a real call when it differs), `"strict"` (a request with no recording
+        raises `ReplayMissError`) or `"off"` (every call is real). Kept in this process, not stored."""
+        return self._replay
+
+    @replay.setter
+    def replay(self, mode: str) -> None:
+        if mode not in ("auto", "strict", "off"):
+            raise ArgumentError(f"run.replay is 'auto', 'strict' or 'off', got {mode!r}")
+        self._replay = mode
+
+    @property
     def next_checkpoint(self) -> int:
         """The sequence number the run's next checkpoint gets (a kind keys work done in this step by it)."""
         return self._next_cp
@@ -288,6 +304,11 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
     def events(self, kind: str | None = None) -> list[EventRecord]:
         """Everything observed during the run, in order; `kind` filters (say `"failed"`)."""
         return self.lab.store.events(self.id, kind=kind)
+
+    def calls(self) -> list[Any]:
+        """The calls this run's stations made (model requests, `@lab.recorded` functions), oldest first:
+        `CallRecord`s marked `mode="live"` or `"replayed"`, with their tokens (docs/replay.md)."""
+        return self.lab.store.calls(self.id) if hasattr(self.lab.store, "calls") else []
 
     def event_tail(self, n: int = 200) -> tuple[int, list[EventRecord]]:
         """The number of events and the last `n` of them: what a view of a long run needs."""
@@ -345,9 +366,12 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
         for sink in list(self._journal.sinks):
             sink(batch)
 
-    def record_event(self, kind: str, *, node_id: str | None = None, payload: dict[str, Any] | None = None) -> None:
-        """Write one event of this run at its head, through to the journal (a subgraph's link)."""
-        self._write([self._event_row(kind, node_id=node_id, checkpoint_seq=self._head, payload=payload)], sync=True)
+    def record_event(
+        self, kind: str, *, node_id: str | None = None, payload: dict[str, Any] | None = None, sync: bool = True
+    ) -> None:
+        """Write one event of this run at its head, through to the journal (a subgraph's link); `sync=False`
+        holds it for the run's next write, as `durability="batch"` holds a boundary (a recorded call's event)."""
+        self._write([self._event_row(kind, node_id=node_id, checkpoint_seq=self._head, payload=payload)], sync=sync)
 
     def record_progress(self, node_id: str, value: Any, details: dict[str, Any]) -> None:
         """A `progress` event from the node in flight (`report_progress`), written and streamed at once."""

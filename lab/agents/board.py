@@ -328,8 +328,7 @@ class AgentBoard(Cancelling):
         return rid in self._runs_here or (done is not None and done.done() and done.result() is not None)
 
     async def _completed(self, run: Run, wait: WaitRecord, rid: str) -> dict[str, Any] | None:
-        """Await job `rid`'s end: its outcome when this process recorded the terminal that won, else None.
-        The run cancelled (or timed out) meanwhile contains the job first."""
+        """Await job `rid`'s end: its outcome if its winning terminal was recorded here (a cancelled run contains it)."""
         try:
             return await asyncio.wrap_future(self.completion(rid))
         except asyncio.CancelledError:
@@ -473,6 +472,7 @@ class AgentBoard(Cancelling):
             ready.wait()
 
     async def _run_task(self, rec: JobRecord, rt: Runtime, worker: dict[str, Any]) -> None:
+        from .recorded_model import recording_job
         from .runtime import run_request
 
         rid = rec.request_id
@@ -498,10 +498,11 @@ class AgentBoard(Cancelling):
                 await self._not_mine(rid)
                 return
             seen = Observations(lambda items: self._record_many(rid, items))  # held from the agent's start
-            coro = run_request(agent, rec.request, seen.emit)
             timeout = rec.request.get("timeout")
             try:
-                output, usage = await (asyncio.wait_for(coro, timeout) if timeout else coro)
+                with recording_job(agent, self.store, rec):  # its model requests recorded and replayed (docs/replay.md)
+                    coro = run_request(agent, rec.request, seen.emit)
+                    output, usage = await (asyncio.wait_for(coro, timeout) if timeout else coro)
             except TimeoutError:
                 self.deliver(rid, "TIMED_OUT", error={"message": f"the agent ran longer than {timeout} s"}, seen=seen.take())
                 return

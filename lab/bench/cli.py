@@ -1,7 +1,7 @@
 """`python -m lab.bench`: the loop table, then the parallel and reader tables (or a profile).
 
 The command line only: it imports the measuring modules (`serial`, `parallel`, `readers`,
-`batch`, `profile`) and prints their reports; none of them imports it back.
+`batch`, `profile`, `replay`) and prints their reports; none of them imports it back.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from .common import DEFAULT_VISITS
 from .parallel import parallel_markdown, run_parallel_benchmark
 from .profile import profile_lab_step
 from .readers import readers_markdown, run_reader_benchmark
+from .replay import replay_markdown, run_replay_benchmark
 from .serial import DEFAULT_REPEAT, VARIANTS, run_benchmark, to_markdown
 
 __all__ = ("main",)
@@ -47,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
         "--postgres", metavar="URL", help="also time the lab on this PostgreSQL database (the lab_postgres row)"
     )
     p.add_argument(
+        "--replay", action="store_true", help="also time recorded model calls and their replay (lab/bench/replay.py)"
+    )
+    p.add_argument(
         "--ray", action="store_true", help="also time a batch of runs on Ray against a plain loop (lab/bench/batch.py)"
     )
     return p
@@ -65,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.visits, args.repeat, args.warmup, only=loop_only or None, postgres=args.postgres
                 )
                 print(to_markdown(report))
+            if args.replay:
+                print()
+                print(replay_markdown(run_replay_benchmark()))
             if args.ray:
                 print()
                 print(batch_markdown(run_batch_benchmark(postgres=args.postgres)))

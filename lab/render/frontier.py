@@ -165,6 +165,8 @@ class _Flow:
             self.succ.setdefault(a, []).append(b)
             self.pred.setdefault(b, []).append(a)
         self.reached = self._reach()
+        self._later: list[Counter[str]] | None = None
+        """Each step's tasks counted, the step after each one (the last: what is pending), once."""
 
     def _station_seen(self, x: str) -> bool:
         return x not in self.passing and (self.settled[x] + self.pending[x]) > 0
@@ -200,5 +202,6 @@ class _Flow:
             return self.settled[a]
         if b not in self.passing and len(self.pred.get(b, ())) == 1:
             return self.settled[b] + self.pending[b]
-        later = [Counter(step) for step in steps[1:]] + [self.pending]
-        return sum(after[b] for now, after in zip(steps, later, strict=True) if a in now)
+        if self._later is None:
+            self._later = [Counter(step) for step in steps[1:]] + [self.pending]
+        return sum(after[b] for now, after in zip(steps, self._later, strict=True) if a in now)

@@ -5,11 +5,14 @@ events, waits, settled stations, manifest), so a run another process advances, o
 code is not defined here, exports the same. The result is the page's data model (docs/share.md):
 
     {"id", "graph", "revision", "status", "head", "parent_run", "parent_seq", "error", "output",
-     "drawing": key into the page's drawings, "marks": {station: its kind mark},
-     "checkpoints": [{"seq", "parent", "status", "station", "next": [{"node", "fields"}], "state"}],
+     "drawing": key into the page's drawings, "marks": {station: its kind mark}, "parallel",
+     "checkpoints": [{"seq", "parent", "status", "station", "next": [{"node", "fields"}], "state",
+                      "lit" (a parallel run's frontier drawn: lab/share/tree.py)}] (every checkpoint
+                      of the tree, by seq),
+     "branches": [{"label", "tip", "seqs", "head"}] (the head's branch first),
      "events": [{"seq", "kind", "node", "attempt", "cp", "payload", "at"}],
      "waits": [{"owner", "kind", "node", "cp", "prompt", "details", "at", "resolved_at", "resolution"}],
-     "children": [{"run", "graph", "node"}], "branches": number of branch tips}
+     "children": [{"run", "graph", "node"}]}
 
 A section another part adds (recorded model calls, say) is one more key per run, filled by one more
 reader in `SECTIONS`, and one more panel in the page script (`page_script.PANELS`).
@@ -24,8 +27,10 @@ from typing import Any
 
 from ..errors import ArgumentError
 from ..history import StoredRun
-from ..render import GraphvizError, edge_labels, layout, spec_from_manifest
+from ..render import GraphSpec, GraphvizError, edge_labels, layout, spec_from_manifest
 from ..render.dot import mark_line
+from ..render.steps import is_parallel
+from .tree import tree_data
 
 __all__ = ("stored", "run_data", "drawing_of", "SECTIONS", "Drawings")
 
@@ -55,14 +60,17 @@ def labels_of(run: Any) -> dict[tuple[str, str], str]:
     return edge_labels(graph)
 
 
-def drawing_of(run: StoredRun, drawings: Drawings, labels: dict[tuple[str, str], str] | None = None) -> tuple[str, dict[str, str]]:
-    """The drawing key of the run's graph revision (laid out by `dot` once) and each station's kind mark."""
+def drawing_of(
+    run: StoredRun, drawings: Drawings, labels: dict[tuple[str, str], str] | None = None
+) -> tuple[str, dict[str, str], GraphSpec | None]:
+    """The drawing key of the run's graph revision (laid out by `dot` once), each station's kind
+    mark, and the graph's spec when the run is parallel (its checkpoints are drawn as frontiers)."""
     rec = run.record
     key = f"{rec.graph_key}@{rec.revision}"
     manifest = run.manifest()
     if manifest is None:
         drawings.setdefault(key, f'<p class="gl-note">no stored manifest for {escape(key)}: no drawing</p>')
-        return key, {}
+        return key, {}, None
     spec = spec_from_manifest(manifest, labels)
     if key not in drawings:
         try:
@@ -70,7 +78,7 @@ def drawing_of(run: StoredRun, drawings: Drawings, labels: dict[tuple[str, str],
         except GraphvizError as exc:
             drawings[key] = f'<pre class="gl-note">{escape(str(exc))}</pre>'
     marks = {n.id: mark_line(n, None).strip() for n in spec.nodes}
-    return key, {k: v for k, v in marks.items() if v}
+    return key, {k: v for k, v in marks.items() if v}, spec if is_parallel(manifest) else None
 
 
 def _at(value: datetime | None) -> str | None:
@@ -149,7 +157,8 @@ def run_data(
 ) -> dict[str, Any]:
     """One run as the page's plain JSON data (the module docstring names every key)."""
     rec = run.record
-    key, marks = drawing_of(run, drawings, labels)
+    key, marks, parallel = drawing_of(run, drawings, labels)
+    checkpoints, found = tree_data(run, upto, parallel)
     data: dict[str, Any] = {
         "id": run.id,
         "graph": rec.graph_key,
@@ -163,7 +172,9 @@ def run_data(
         "output": rec.output,
         "drawing": key,
         "marks": marks,
-        "checkpoints": checkpoints_of(run, upto),
+        "parallel": parallel is not None,
+        "checkpoints": checkpoints,
+        "branches": found,
     }
     for name, read in SECTIONS.items():
         data[name] = read(run)

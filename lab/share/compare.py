@@ -20,7 +20,7 @@ from ..diff import StateDiff, diff_json
 from ..display_hooks import show
 from ..errors import ArgumentError
 from ..history import StoredRun
-from ..render import GraphvizError, layout, overlay_two_paths, spec_from_manifest
+from ..render import END, GraphvizError, layout, overlay_two_paths, spec_from_manifest
 from .collect import checkpoints_of, labels_of, stored
 
 __all__ = ("Side", "Aligned", "Comparison", "compare", "side_of", "ROWS_SHOWN")
@@ -151,7 +151,13 @@ class Comparison:
         manifest = self.a.run.manifest()
         if manifest is None:
             return "<p>no stored manifest: no drawing</p>"
-        return layout(spec_from_manifest(manifest, self.a.labels)).svg(overlay_two_paths(*self.paths()))
+        shared, pa, pb = self.paths()
+        done_a, done_b = (bool(s.entries) and s.entries[-1]["status"] == "done" for s in (self.a, self.b))
+        if not self.diverged:
+            shared = [*shared, END] if done_a else shared
+        else:  # a side that finished reached End: its last edge and End are drawn as its own
+            pa, pb = ([*pa, END] if done_a else pa), ([*pb, END] if done_b else pb)
+        return layout(spec_from_manifest(manifest, self.a.labels)).svg(overlay_two_paths(shared, pa, pb))
 
     def drawing(self) -> str:
         try:

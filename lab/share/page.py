@@ -17,7 +17,7 @@ from typing import Any
 
 from .page_script import SCRIPT, STYLE
 
-__all__ = ("page_html", "json_block", "comparison_html", "csp")
+__all__ = ("page_html", "json_block", "comparison_html", "csp", "COMPARISON_STYLE")
 
 _JSON_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
 
@@ -46,7 +46,9 @@ def _run_section(index: int, run: dict[str, Any], drawing: str) -> str:
         f'<div class="gl-head"></div>'
         f'<div class="gl-timeline"><button class="gl-prev" title="previous checkpoint">◀</button>'
         f'<input class="gl-scrub" type="range" aria-label="checkpoint of run {escape(run["id"])}">'
-        f'<button class="gl-next" title="next checkpoint">▶</button></div>'
+        f'<button class="gl-next" title="next checkpoint">▶</button>'
+        f'<label class="gl-branch-pick" hidden>branch <select class="gl-branch" aria-label="branch of run {escape(run["id"])}">'
+        f"</select></label></div>"
         f'<p class="gl-selected gl-label"></p>'
         f'<div class="gl-cols"><div class="gl-drawing">{drawing}</div>'
         f'<div class="gl-side"><div class="gl-state"></div><div class="gl-diff"></div></div></div>'
@@ -84,8 +86,24 @@ def _first(side: str, first: dict[str, Any] | None) -> str:
     )
 
 
-def comparison_html(data: dict[str, Any], drawing: str) -> str:
-    """A comparison (`Comparison.to_json()`) as escaped HTML: legend, drawing, first station, table."""
+COMPARISON_STYLE = """
+.gl-comparison .gl-cols{display:flex;gap:16px;flex-wrap:wrap;align-items:flex-start}
+.gl-comparison .gl-drawing{flex:0 1 420px;min-width:240px;overflow:auto}
+.gl-comparison .gl-side{flex:1 1 420px;min-width:300px}
+.gl-comparison .gl-legend span{display:inline-block;margin-right:14px}
+.gl-comparison .gl-swatch{display:inline-block;width:22px;height:0;border-top:3px solid;vertical-align:middle;margin-right:4px}
+.gl-comparison table{border-collapse:collapse;margin:4px 0}
+.gl-comparison th,.gl-comparison td{border:1px solid #e5e5e5;padding:3px 6px;text-align:left;vertical-align:top}
+.gl-comparison .gl-note{color:#666;font-style:italic}
+.gl-comparison .gl-json{white-space:pre-wrap;word-break:break-all}
+""".strip()
+"""The comparison's own layout (legend, columns, table): the page's style has it; the widget adds it."""
+
+
+def comparison_html(data: dict[str, Any], drawing: str, *, styled: bool = False) -> str:
+    """A comparison (`Comparison.to_json()`) as escaped HTML: legend, drawing, first station, table.
+
+    `styled` puts `COMPARISON_STYLE` in (the widget's output has no page style around it)."""
     a, b = data["a"], data["b"]
     legend = (
         '<p class="gl-legend"><span><i class="gl-swatch" style="border-color:#0072B2"></i>A (solid): '
@@ -121,7 +139,8 @@ def comparison_html(data: dict[str, Any], drawing: str) -> str:
     tail = f'<p class="gl-note">… {more} more aligned checkpoints not shown</p>' if more > 0 else ""
     first = data["first"]
     return (
-        f'<div class="gl-comparison">{legend}{summary}'
+        (f"<style>{COMPARISON_STYLE}</style>" if styled else "")
+        + f'<div class="gl-comparison">{legend}{summary}'
         f'<div class="gl-cols"><div class="gl-drawing">{drawing}</div><div class="gl-side">'
         f"<h3>First differing station</h3>{_first('A', first['a'])}{_first('B', first['b'])}</div></div>"
         "<h3>State differences at aligned checkpoints</h3>"

@@ -123,23 +123,46 @@ SCRIPT = r"""
   }
 
   function Viewer(section, run) {
+    var bySeq = {}, branches = run.branches && run.branches.length ? run.branches : null;
+    run.checkpoints.forEach(function (c) { bySeq[c.seq] = c; });
     var cps = run.checkpoints, n = cps.length;
     var q = function (s) { return section.querySelector(s); };
-    var slider = q("input.gl-scrub"), label = q(".gl-label");
+    var slider = q("input.gl-scrub"), label = q(".gl-label"), picker = q("select.gl-branch");
     var nodes = {}, edges = {};
     section.querySelectorAll(".gl-drawing g[data-station]").forEach(function (g) {
       nodes[g.getAttribute("data-station")] = { g: g, base: g.getAttribute("class"), mark: g.querySelector("text.gl-mark") };
     });
     section.querySelectorAll(".gl-drawing g[data-edge]").forEach(function (g) {
-      edges[g.getAttribute("data-edge")] = g;
+      var t = g.querySelector("text");
+      edges[g.getAttribute("data-edge")] = { g: g, text: t, base: t ? t.textContent : null };
     });
     var eventsAll = q(".gl-events-all");
     var self = this;
     this.run = run;
     this.index = n - 1;
 
+    function paint(cls, marks, hops) {  // classes and mark lines per station, counts per edge
+      Object.keys(nodes).forEach(function (id) {
+        var o = nodes[id];
+        o.g.setAttribute("class", cls[id] ? o.base + " " + cls[id] : o.base);
+        if (o.mark) o.mark.textContent = marks[id] || run.marks[id] || " ";
+      });
+      Object.keys(edges).forEach(function (h) {
+        var e = edges[h], k = hops[h] || 0;
+        e.g.setAttribute("class", "edge " + (k ? "gl-trav" : "gl-idle"));
+        if (e.text && e.base !== null) e.text.textContent = k > 1 ? e.base + " \u00d7" + k : e.base;
+      });
+    }
+
+    function lightFrontier(lit) {  // a parallel run's super-step, as lab/share/tree.py drew it
+      var cls = {}, marks = {};
+      Object.keys(lit.nodes).forEach(function (id) { cls[id] = lit.nodes[id][0]; marks[id] = lit.nodes[id][1]; });
+      paint(cls, marks, lit.edges);
+    }
+
     function light(i) {
       var cp = cps[i], path = [], visits = {}, hops = {};
+      if (cp.lit) { lightFrontier(cp.lit); return; }
       for (var j = 1; j <= i; j++) if (cps[j].station) path.push(cps[j].station);
       var pending = cp.status === "done" ? [END] : cp.next.map(function (p) { return p.node; });
       var first = path.length ? path[0] : pending[0];
@@ -148,22 +171,21 @@ SCRIPT = r"""
       var walk = path.concat(pending.length ? [pending[0]] : []);
       if (seq.length) hops[seq.join(ARROW)] = 1;
       for (var k = 0; k + 1 < walk.length; k++) { var h = walk[k] + ARROW + walk[k + 1]; hops[h] = (hops[h] || 0) + 1; }
-      var atHead = i === n - 1;
+      var atHead = cp.seq === run.head;
       var failed = atHead && run.status === "failed" && run.error ? run.error.node_id : null;
       var parked = cp.status === "waiting" && cp.next.length ? cp.next[0].node : null;
+      var classes = {}, lines = {};
       Object.keys(nodes).forEach(function (id) {
-        var o = nodes[id], cls = [o.base], marks = [];
+        var cls = [], marks = [];
         if (run.marks[id]) marks.push(run.marks[id]);
         if (id === failed) { cls.push("gl-failed"); marks.push("\u2716 failed"); }
         else if (id === parked) { cls.push("gl-parked"); marks.push("\u2016 waiting"); }
         else if (pending.indexOf(id) >= 0) { cls.push("gl-current"); marks.push(id === END ? "\u25b6 done" : "\u25b6 next"); }
         if (visits[id]) { cls.push("gl-visited"); marks.push("\u00d7" + visits[id]); }
-        o.g.setAttribute("class", cls.join(" "));
-        if (o.mark) o.mark.textContent = marks.join(" ") || " ";
+        classes[id] = cls.join(" ");
+        lines[id] = marks.join(" ");
       });
-      Object.keys(edges).forEach(function (h) {
-        edges[h].setAttribute("class", "edge " + (hops[h] ? "gl-trav" : "gl-idle"));
-      });
+      paint(classes, lines, hops);
     }
 
     function events(i) {
@@ -184,9 +206,9 @@ SCRIPT = r"""
       slider.value = String(i);
       var cp = cps[i], prev = i > 0 ? cps[i - 1] : null;
       light(i);
-      var next = cp.status === "done" ? "End" : cp.next.map(function (p) { return p.node; }).join(", ") || "End";
+      var next = cp.lit ? cp.lit.next : cp.status === "done" ? "End" : cp.next.map(function (p) { return p.node; }).join(", ") || "End";
       label.setAttribute("data-seq", String(cp.seq));
-      label.textContent = "checkpoint " + cp.seq + (cp.seq === run.head ? " (head)" : "") + " \u00b7 " + (i + 1) + " of " + n +
+      label.textContent = (cp.lit ? "step " : "checkpoint ") + cp.seq + (cp.seq === run.head ? " (head)" : "") + " \u00b7 " + (i + 1) + " of " + n +
         " \u00b7 " + cp.status + (cp.station ? " \u00b7 settled by " + cp.station : "") + " \u00b7 next " + next;
       var state = q(".gl-state");
       state.textContent = "";
@@ -207,6 +229,31 @@ SCRIPT = r"""
       events(i);
     };
 
+    this.branch = 0;
+    this.useBranch = function (k, at) {  // the timeline shows branch k (root to its tip), at checkpoint seq `at`
+      if (!branches) return;
+      self.branch = k;
+      picker.value = String(k);
+      cps = branches[k].seqs.map(function (s) { return bySeq[s]; });
+      n = cps.length;
+      slider.max = String(Math.max(0, n - 1));
+      var i = at === undefined ? -1 : branches[k].seqs.indexOf(at);
+      self.select(i >= 0 ? i : n - 1);
+    };
+    this.show = function (seq) {  // scrub to checkpoint `seq`, on another branch if this one lacks it
+      var i = cps.map(function (c) { return c.seq; }).indexOf(seq);
+      if (i >= 0) { self.select(i); return; }
+      for (var k = 0; branches && k < branches.length; k++) {
+        if (branches[k].seqs.indexOf(seq) >= 0) { self.useBranch(k, seq); return; }
+      }
+    };
+    if (branches) {
+      cps = branches[0].seqs.map(function (s) { return bySeq[s]; });
+      n = cps.length;
+      branches.forEach(function (b, k) { picker.appendChild(el("option", null, b.label)).value = String(k); });
+      picker.addEventListener("change", function () { self.useBranch(parseInt(picker.value, 10)); });
+    }
+    q(".gl-branch-pick").hidden = !branches || branches.length < 2;
     slider.min = "0";
     slider.max = String(Math.max(0, n - 1));
     slider.addEventListener("input", function () { self.select(parseInt(slider.value, 10)); });
@@ -219,8 +266,11 @@ SCRIPT = r"""
 
   function header(section, run) {
     var h = section.querySelector(".gl-head");
+    var shown = run.branches && run.branches.length ? run.branches[0].seqs.length : run.checkpoints.length;
     var bits = ["graph " + run.graph + "@" + run.revision, "status " + run.status, "head " + run.head,
-      run.checkpoints.length + " checkpoints on this branch"];
+      shown + " checkpoints on " + (run.upto !== null && run.upto !== undefined ? "this branch" : "the head's branch")];
+    if (run.branches && run.branches.length > 1) bits.push(run.branches.length + " branches (pick one above the timeline)");
+    if (run.parallel) bits.push("parallel: each checkpoint is a super-step, its whole frontier lit");
     if (run.upto !== null && run.upto !== undefined) bits.push("branch ending at checkpoint " + run.upto);
     if (run.parent_run) bits.push("forked from " + run.parent_run + "@" + run.parent_seq);
     if (run.child_of) bits.push("subgraph child of " + run.child_of.run + " at station " + run.child_of.node);
@@ -235,10 +285,7 @@ SCRIPT = r"""
     box.appendChild(table(["kind", "station", "checkpoint", "prompt", "details", "verdict", "note", "asked", "answered", ""],
       run.waits.map(function (w) {
         var go = el("button", "gl-go", "show");
-        go.addEventListener("click", function () {
-          var i = run.checkpoints.map(function (c) { return c.seq; }).indexOf(w.cp);
-          if (i >= 0) viewer.select(i);
-        });
+        go.addEventListener("click", function () { viewer.show(w.cp); });
         return { cells: [w.kind, w.node, w.cp, w.prompt, w.details === null ? "" : show(w.details), verdict(w),
           w.resolution && w.resolution.note ? w.resolution.note : "", w.at, w.resolved_at, go] };
       })));

@@ -8,6 +8,7 @@ for what the two databases spell differently; `Dialect.sql` renders it for one b
 | `?`              | `?`                            | `%s`                     |
 | `{json}`         | `?` (JSON text)                | `%s::jsonb`              |
 | `{in_ints}`      | `IN (SELECT unnest(?::BIGINT[]))` | `= ANY(%s)`           |
+| `{json_type}`    | `JSON` (a column's type)       | `jsonb`                  |
 
 and `Dialect.upsert` writes "insert, or replace the row with this key" (`INSERT OR REPLACE` /
 `ON CONFLICT ... DO UPDATE`). The dialect also reads what the driver returns: DuckDB hands
@@ -50,6 +51,7 @@ class Dialect:
             if self.param != "?":
                 out = out.replace("%", "%%").replace("?", self.param)
             out = out.replace("\x00j", self.json_param).replace("\x00i", self.in_ints)
+            out = out.replace("{json_type}", "JSON" if self.name == "duckdb" else "jsonb")
             self._rendered[text] = out
         return out
 

@@ -20,6 +20,9 @@ does, in the same order, with what a shared server needs besides:
 
 from __future__ import annotations
 
+from . import sql_text as q
+from .dialect import POSTGRES
+
 RUN_LOCK = 1196379212
 """Advisory lock class of a run's writers (transaction-scoped, in `graphlab_write`)."""
 LIVE_LOCK = 1196379213
@@ -52,7 +55,9 @@ _ROWS = """jsonb_array_elements(rows) WITH ORDINALITY AS e(j, ord), jsonb_to_rec
     created_at double precision, kind text, node_id text, attempt bigint, checkpoint_seq bigint, payload jsonb,
     graph_key text, revision integer, digest text, head_seq bigint, durability text, error jsonb,
     updated_at double precision, parent_run_id text, breakpoints jsonb, counters jsonb, owner text, prompt text,
-    details jsonb, prior jsonb, resolved_at double precision, resolution jsonb)"""
+    details jsonb, prior jsonb, resolved_at double precision, resolution jsonb, call_id text, call_index bigint,
+    name text, mode text, replayed_from text, request jsonb, response jsonb, input_tokens bigint, output_tokens bigint,
+    ms double precision)"""
 
 
 def _ts(col: str) -> str:
@@ -139,6 +144,16 @@ BEGIN
                  coalesce(updated_at, created_at) AS ts
           FROM {_ROWS} WHERE t IN ('upd', 'cp') ORDER BY run_id, ord DESC) u
     WHERE runs.run_id = u.run_id;
+
+    INSERT INTO calls ({q.CALL_COLS})
+    SELECT y.call_id, y.run_id, y.node_id, y.checkpoint_seq, {q.call_attempt("y")}, y.call_index, y.kind,
+           y.name, y.digest, y.mode, y.replayed_from, y.request, y.response, y.input_tokens, y.output_tokens, y.ms,
+           y.created_at
+    FROM (SELECT x.call_id, x.run_id, x.node_id, x.checkpoint_seq, x.call_index, x.kind, x.name, x.digest, x.mode,
+                 x.replayed_from, x.request, x.response, x.input_tokens, x.output_tokens, x.ms,
+                 {_ts("x.created_at")} AS created_at
+          FROM {_ROWS} WHERE x.t = 'call') y
+    ON CONFLICT (call_id) DO NOTHING;
 END
 $fn$
 """
@@ -287,4 +302,7 @@ MIGRATIONS: list[list[str]] = [
         """,
         "CREATE INDEX IF NOT EXISTS effects_run ON effects (run_id)",
     ],
+    # version 5 -> 6: recorded calls (lab/recording.py), as DuckDB's (the text is sql_text.CALLS_TABLE)
+    # (journalled: `graphlab_write` stores `call` rows from now on)
+    [POSTGRES.sql(q.CALLS_TABLE), "CREATE INDEX IF NOT EXISTS calls_run ON calls (run_id)", WRITE_FUNCTION],
 ]

@@ -8,8 +8,10 @@ columns hold what the codec wrote; query them with DuckDB's JSON functions
 from __future__ import annotations
 
 from ..errors import StoreSchemaError
+from . import sql_text as q
+from .dialect import DUCKDB
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def refuse_newer(what: str, version: int) -> None:
@@ -20,7 +22,7 @@ def refuse_newer(what: str, version: int) -> None:
             f"knows up to {SCHEMA_VERSION}); upgrade graph-lab to open it"
         )
 
-TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events", "effects")
+TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events", "effects", "calls")
 """The data tables (besides `meta`), in dependency order."""
 
 EFFECTS_TABLE = """
@@ -186,6 +188,9 @@ MIGRATIONS: list[list[str]] = [
     # Written directly, like jobs: a record must be committed before its effect runs, which a
     # buffered journal line is not.
     [EFFECTS_TABLE],
+    # version 5 -> 6: recorded calls (lab/recording.py, docs/replay.md), replayed on rewind, fork and
+    # retry. Written directly, like effects: a live call is committed before its response is used.
+    [DUCKDB.sql(q.CALLS_TABLE)],
 ]
 
 JOURNAL_COLUMNS: dict[str, str] = {
@@ -224,6 +229,17 @@ JOURNAL_COLUMNS: dict[str, str] = {
     "host": "VARCHAR",
     "started": "DOUBLE",
     "claimed_at": "DOUBLE",
+    # a recorded call (t = 'call', lab/store/calls.py); kind, node_id, digest, checkpoint_seq as above
+    "call_id": "VARCHAR",
+    "call_index": "BIGINT",
+    "name": "VARCHAR",
+    "mode": "VARCHAR",
+    "replayed_from": "VARCHAR",
+    "request": "JSON",
+    "response": "JSON",
+    "input_tokens": "BIGINT",
+    "output_tokens": "BIGINT",
+    "ms": "DOUBLE",
 }
 """Every column a journal line may carry; `t` says which table the line belongs to.
 
@@ -355,6 +371,14 @@ FOLD_STATEMENTS: list[str] = [
     SELECT run_id, pid, host, started, claimed_at FROM journal_rows WHERE t = 'own'
     QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY claimed_at DESC, j DESC) = 1
     """,
+    # recorded calls (lab/store/calls.py), after the events: a call's try is found among them
+    f"""
+    INSERT OR IGNORE INTO calls
+    SELECT c.call_id, c.run_id, c.node_id, c.checkpoint_seq, {q.call_attempt("c")}, c.call_index, c.kind,
+           c.name, c.digest, c.mode, c.replayed_from, c.request, c.response, c.input_tokens, c.output_tokens, c.ms,
+           c.created_at
+    FROM journal_rows c WHERE c.t = 'call'
+    """,
 ]
 """Fold journal lines into the tables. Idempotent: replaying lines already folded changes nothing.
 
@@ -372,6 +396,7 @@ FOLD_NEEDS: list[frozenset[str]] = [
     frozenset({"vd"}),
     frozenset({"own"}),
     frozenset({"own"}),
+    frozenset({"call"}),
 ]
 """The journal row kinds (`t`) each of FOLD_STATEMENTS reads: a fold runs only those its lines need."""
 assert len(FOLD_NEEDS) == len(FOLD_STATEMENTS)

@@ -21,6 +21,7 @@ __all__ = (
     "JOB_COLS", "JOB_EVENT_COLS", "JOB", "JOB_STATUS", "JOB_INSERT", "JOBS", "JOB_EVENTS", "JOB_EVENT_INSERT",
     "JOB_LINE_SEEN", "job_events_insert", "job_transition", "list_jobs",
     "EFFECT_COLS", "EFFECT", "EFFECT_INSERT", "EFFECT_RESTART", "EFFECT_FINISH", "EFFECTS", "EFFECTS_OF_RUN",
+    "CALL_COLS", "CALLS_TABLE", "CALLS_OF_RUN", "call_attempt", "CALLS_IN_LINEAGE", "recorded_calls",
 )  # fmt: skip
 
 RUN_COLS = (
@@ -32,7 +33,7 @@ WAIT_COLS = (
     "run_id, owner, kind, node_id, checkpoint_seq, prompt, details, prior, created_at, resolved_at, resolution"
 )
 EV_COLS = "run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at"
-TABLES_BY_RUN = ("effects", "checkpoints", "events", "waits", "runs")
+TABLES_BY_RUN = ("calls", "effects", "checkpoints", "events", "waits", "runs")
 """The tables a run's rows live in, children first (the order a run is deleted in)."""
 
 # -- runs ------------------------------------------------------------------------------------
@@ -175,3 +176,66 @@ EFFECT_FINISH = (
 """Record how a started effect ended (only a started one: a finished record is never rewritten)."""
 EFFECTS = f"SELECT {EFFECT_COLS} FROM effects ORDER BY created_at, key"
 EFFECTS_OF_RUN = f"SELECT {EFFECT_COLS} FROM effects WHERE run_id = ? ORDER BY created_at, key"
+
+
+# -- recorded calls (lab/recording.py; not journalled: a call is committed before its result is used) --
+
+CALL_COLS = (
+    "call_id, run_id, node_id, checkpoint_seq, attempt, call_index, kind, name, digest, mode, replayed_from, "
+    "request, response, input_tokens, output_tokens, ms, created_at"
+)
+CALLS_TABLE = """
+CREATE TABLE IF NOT EXISTS calls (
+    call_id VARCHAR PRIMARY KEY,
+    run_id VARCHAR NOT NULL,
+    node_id VARCHAR NOT NULL,
+    checkpoint_seq BIGINT,
+    attempt BIGINT,
+    call_index BIGINT NOT NULL,
+    kind VARCHAR NOT NULL,
+    name VARCHAR NOT NULL,
+    digest VARCHAR NOT NULL,
+    mode VARCHAR NOT NULL,
+    replayed_from VARCHAR,
+    request {json_type},
+    response {json_type},
+    input_tokens BIGINT,
+    output_tokens BIGINT,
+    ms DOUBLE PRECISION,
+    created_at TIMESTAMP NOT NULL
+)
+"""
+"""One row per recorded call of a station (a model request or a `@lab.recorded` function): `live`
+rows hold the request and response (JSON, secrets left out); `replayed` rows name the live row they
+replayed (docs/replay.md). `{json_type}` is JSON on DuckDB, jsonb on PostgreSQL (`Dialect.sql`).
+Calls are journalled (a `call` journal row, stored with the boundary write that follows it): DuckDB's
+fold and PostgreSQL's `graphlab_write` store them."""
+CALLS_OF_RUN = f"SELECT {CALL_COLS} FROM calls WHERE run_id = ? ORDER BY created_at, call_id"
+def call_attempt(c: str) -> str:
+    """A journalled call's station try, found when the call is stored: the station's last `entered` event
+    written before the call was (`c` names the row being stored)."""
+    return (
+        f"(SELECT max(e.seq) FROM events e WHERE e.run_id = {c}.run_id AND e.node_id = {c}.node_id "
+        f"AND e.kind = 'entered' AND e.created_at <= {c}.created_at)"
+    )
+
+
+CALLS_IN_LINEAGE = (
+    "WITH RECURSIVE lineage(run_id, parent_run_id, depth) AS ("
+    "SELECT run_id, parent_run_id, 0 FROM runs WHERE run_id = ? "
+    "UNION ALL SELECT r.run_id, r.parent_run_id, l.depth + 1 FROM runs r JOIN lineage l ON r.run_id = l.parent_run_id "
+    "WHERE l.depth < 1000) "
+    f"SELECT {CALL_COLS} FROM calls WHERE mode = 'live' AND run_id IN (SELECT run_id FROM lineage) "
+    "ORDER BY created_at DESC, call_id DESC"
+)
+"""The live calls of a run and of every run it was forked from, newest first: what its replays may use (one read)."""
+
+
+def recorded_calls(n_runs: int, *, node: bool) -> str:
+    """The live calls of `n_runs` runs (a parameter each), of one station when `node` (one more), newest first."""
+    runs = ", ".join(["?"] * n_runs)
+    return (
+        f"SELECT {CALL_COLS} FROM calls WHERE mode = 'live' AND run_id IN ({runs})"
+        + (" AND node_id = ?" if node else "")
+        + " ORDER BY created_at DESC, call_id DESC"
+    )

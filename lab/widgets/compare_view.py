@@ -30,9 +30,10 @@ class CompareView(widgets.VBox):
             f'{H.CSS}<div class="gl-status"><b>compare</b> {H.escape(comparison.a.label)} '
             f"<b>vs</b> {H.escape(comparison.b.label)}</div>"
         )
-        self.summary = widgets.HTML(comparison_html(comparison.to_json(), comparison.drawing()))
+        self.summary = widgets.HTML(comparison_html(comparison.to_json(), comparison.drawing(), styled=True))
         options = [(self._row_label(r), i) for i, r in enumerate(comparison.rows)]
         self.picker = widgets.Dropdown(options=options, description="position", layout=widgets.Layout(width="auto"))
+        self.picker.add_class("gl-positions")
         self.detail = widgets.HTML()
         self.picker.observe(self._on_pick, names="value")
         self.children = (self.header, self.summary, self.picker, self.detail)

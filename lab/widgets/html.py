@@ -132,7 +132,8 @@ def _question(prompt: Any, details: Any) -> str:
 
 
 def _control_summary(kind: str, p: dict[str, Any]) -> str:
-    """Run-control events (docs/run-control.md): a retry policy's failed try, progress, a subgraph's child."""
+    """Run-control events (docs/run-control.md): a retry policy's failed try, progress, a subgraph's child,
+    a recorded call (live, or replayed with the tokens it saved)."""
     if kind == "retry":
         if p.get("by") != "policy":
             return "attempted again (run.retry())"
@@ -143,6 +144,11 @@ def _control_summary(kind: str, p: dict[str, Any]) -> str:
         return f"progress {json.dumps(p.get('value'), default=str)}{extra}"
     if kind == "subgraph":
         return f"child run {p.get('child_run')} of {p.get('child_graph')}"
+    if kind == "recorded":  # a recorded call (docs/replay.md)
+        what = f"{p.get('kind', 'call')} {p.get('name', '')} #{p.get('index', '')}"
+        if p.get("mode") == "replayed":
+            return f"↺ replayed {what} · {p.get('saved_tokens', 0)} tokens saved"
+        return f"● live {what} · {p.get('tokens', 0)} tokens"
     return ""
 
 

@@ -24,12 +24,12 @@ from ..engine.loop import submit
 from ..errors import LabError
 from ..records import CheckpointRecord, EventRecord
 from ..render import END, Overlay, edge_labels, overlay_from_path, spec_from_manifest
+from ..render.steps import StepView, is_parallel, next_summary
+from ..share.branches import Branch, branches
 from . import html as H
 from .actions import TIPS, why_not
 from .agent_view import AgentJobView
-from .branches import Branch, branches
 from .consent_panel import AnswerPanel, make_button
-from .frontier_view import StepView, is_parallel, next_summary
 from .graph_view import GraphView
 from .watch import watch
 
@@ -88,7 +88,7 @@ class RunWidget(widgets.VBox):
         manifest = run.lab.store.manifest(run.graph.name, run.revision)
         assert manifest is not None, f"run {run.id}: its graph revision {run.revision} is not in the store"
         self.graph = GraphView(spec=spec_from_manifest(manifest, edge_labels(run.graph)))
-        # a parallel run's checkpoints are super-steps: drawn as whole frontiers (frontier_view.py)
+        # a parallel run's checkpoints are super-steps: drawn as whole frontiers (lab/render/steps.py)
         self._steps = StepView(self.graph.spec, self._records_of) if is_parallel(manifest) else None
         self.graph.layout = widgets.Layout(flex="1 1 55%", min_width="260px", overflow="auto")
 

@@ -8,13 +8,14 @@ import sys
 import pytest
 
 COMMANDS = {
-    "lab.bench": ["--visits", "--repeat", "--warmup", "--only", "--profile", "--postgres", "--ray"],
+    "lab.bench": ["--visits", "--repeat", "--warmup", "--only", "--profile", "--postgres", "--ray", "--replay"],
     "lab.bench.history": ["--checkpoints", "--samples"],
     "lab.bench.render": ["--stations", "--steps", "--layouts", "--width"],
     "lab.bench.agents": ["--repeat", "--warmup", "--subprocess-repeat"],
     "lab.bench.subroutine": ["--visits", "--runs", "--workflow"],
     "lab.bench.workflow": ["--loops", "--runs"],
-    "lab.bench.share": ["--checkpoints", "--repeat"],
+    "lab.bench.share": ["--checkpoints", "--repeat", "--parallel-rounds"],
+    "lab.bench.replay": ["--visits", "--repeat", "--warmup"],
 }
 
 

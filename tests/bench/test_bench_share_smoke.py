@@ -12,10 +12,11 @@ from lab.bench import share as bench_share
 
 
 def test_share_benchmark_reports_every_measure(capsys):
-    assert bench_share.main(["--checkpoints", "301", "--repeat", "1"]) == 0
+    assert bench_share.main(["--checkpoints", "301", "--repeat", "1", "--parallel-rounds", "20"]) == 0
     out = capsys.readouterr().out
     assert "failed" not in out, out
     for name in ("run.export_html (301 checkpoints)", "its file size", "lab.compare(run, fork)", "lab.export_html([run, fork])"):
         assert f"| {name}" in out, out
+    assert "| run.export_html (parallel: 43 super-steps, a map of 8 in a loop)" in out, out
     size_mb = float(re.search(r"\| its file size \| ([\d.]+) MB", out).group(1))
     assert size_mb < 20 * 301 / 10_000, out

@@ -16,6 +16,8 @@ import pytest
 
 from lab import Lab
 from tests.conftest import Counter, Inc, declare_counter
+from tests.integration.gate_graphs import Draft, Mail, declare_mail
+from tests.unit.test_widgets_parallel import declare_squares, fan_graph
 
 from .conftest import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, _require_chromium
 
@@ -118,3 +120,126 @@ def test_exported_comparison_offline(runs, offline_page, tmp_path) -> None:
     assert pg.evaluate("typeof window.PWNED") == "undefined"
     assert pg.dialogs == [] and pg.errors == []
     assert pg.requests == [path.as_uri()]
+
+
+def test_a_parallel_page_draws_each_step_as_a_frontier(offline_page, tmp_path) -> None:
+    """A map of 5 into a join, then a broadcast of 3 into a join: each checkpoint is a super-step,
+    drawn as the run widget draws it (every pending task lit, `▶ ×5`, `each ×5`, `2 of 3`)."""
+    lab = Lab(os.fspath(tmp_path / "par.duckdb"))
+    try:
+        squares = declare_squares(lab).start(inputs=[1, 2, 3, 4, 5])
+        squares.run()
+        fan = lab.adopt(fan_graph(), name="fan").start(inputs=1)
+        fan.run()
+        paths = squares.export_html(tmp_path / "squares.html"), fan.export_html(tmp_path / "fan.html")
+    finally:
+        lab.close()
+    pg = offline_page
+    _open(pg, paths[0])
+    section = pg.locator("section.gl-run")
+    drawing = section.locator(".gl-drawing svg.gl-graph")
+    label = section.locator(".gl-label")
+    assert drawing.locator("g.gl-current").get_attribute("data-station") == "__end__"  # opens at the head
+    assert drawing.locator('g[data-station="square"] text.gl-mark').text_content() == "×5"
+    section.locator("input.gl-scrub").fill("1")  # the start's routing spread five numbers over `square`
+    assert label.get_attribute("data-seq") == "1"
+    assert "next square ×5" in label.inner_text() and label.inner_text().startswith("step 1")
+    lit = drawing.locator("g.gl-current")
+    assert lit.count() == 1 and lit.get_attribute("data-station") == "square"
+    assert lit.locator("text.gl-mark").text_content() == "▶ ×5"
+    each = drawing.locator('g[data-edge="map→square"]')
+    assert "gl-trav" in each.get_attribute("class") and each.locator("text").last.text_content() == "each ×5"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    pg.screenshot(path=str(SCREENSHOTS / "export-parallel-map.png"), full_page=True)
+    section.locator("button.gl-prev").click()  # the first checkpoint: only the start is pending
+    assert drawing.locator('g[data-edge="map→square"] text').last.text_content() == "each"
+    assert "gl-idle" in each.get_attribute("class")
+
+    _open(pg, paths[1])
+    section.locator("input.gl-scrub").fill("2")  # two branches reached the join; b2 still runs
+    join = drawing.locator('g[data-station="reduce_sum"]')
+    assert "gl-joining" in join.get_attribute("class") and join.locator("text.gl-mark").text_content().endswith("2 of 3")
+    assert [drawing.locator("g.gl-current").nth(i).get_attribute("data-station") for i in range(drawing.locator("g.gl-current").count())] == ["b2"]
+    assert "next b2 · joins: reduce_sum 2 of 3" in label.inner_text()
+    assert "settled by a, b, c" in label.inner_text()
+    section.locator("button.gl-prev").click()  # the broadcast's three branches at once
+    lit = drawing.locator("g.gl-current")
+    assert sorted(lit.nth(i).get_attribute("data-station") for i in range(lit.count())) == ["a", "b", "c"]
+    assert pg.dialogs == [] and pg.errors == []
+    assert pg.requests == [paths[0].as_uri(), paths[1].as_uri()]
+
+
+def test_a_rewound_page_offers_every_branch(offline_page, tmp_path) -> None:
+    """A run rewound twice: the page's branch picker offers its three branches, the head's first;
+    picking one shows it on the timeline (its tip, its state); a wait's "show" is not needed here."""
+    lab = Lab(os.fspath(tmp_path / "tree.duckdb"))
+    try:
+        run = declare_counter(lab, "counter").start(Inc(), state=Counter())
+        run.run()
+        first_tip, first_count = run.head, run.state.count
+        run.rewind(2)
+        run.step()
+        run.rewind(1)
+        run.step()
+        run.step()
+        head, head_count = run.head, run.state.count
+        path = run.export_html(tmp_path / "tree.html")
+    finally:
+        lab.close()
+    pg = offline_page
+    _open(pg, path)
+    section = pg.locator("section.gl-run")
+    picker = section.locator("select.gl-branch")
+    assert picker.is_visible()
+    options = picker.locator("option").all_inner_texts()
+    assert len(options) == 3 and options[0].endswith("· head") and options[0].startswith("from 1:")
+    assert options[1:] == [f"0…{first_tip}", f"from 2: {first_tip + 1}"]
+    label = section.locator(".gl-label")
+    assert label.get_attribute("data-seq") == str(head)
+    assert f"count: {head_count}" in section.locator(".gl-state").inner_text()
+
+    picker.select_option(label=f"0…{first_tip}")  # the first branch, at its tip
+    assert label.get_attribute("data-seq") == str(first_tip)
+    assert f"{first_tip + 1} of {first_tip + 1}" in label.inner_text()
+    assert f"count: {first_count}" in section.locator(".gl-state").inner_text()
+    section.locator("input.gl-scrub").fill("2")
+    assert label.get_attribute("data-seq") == "2"
+    assert section.locator('.gl-drawing g.gl-visited[data-station="Inc"] text.gl-mark').text_content() == "▶ next ×1"
+    pg.screenshot(path=str(SCREENSHOTS / "export-branches.png"), full_page=True)
+    picker.select_option(index=0)  # back to the head's branch
+    assert label.get_attribute("data-seq") == str(head)
+    assert pg.dialogs == [] and pg.errors == []
+
+
+def test_a_waits_show_button_moves_to_the_branch_holding_it(offline_page, tmp_path) -> None:
+    """A gated run approved, then rewound to its start and parked again: the old gate's wait is
+    on the other branch; its "show" button picks that branch and scrubs to the wait's checkpoint."""
+    lab = Lab(os.fspath(tmp_path / "mail.duckdb"))
+    try:
+        run = declare_mail(lab).start(Draft(), state=Mail())
+        run.run()
+        run.resume_with("EU")
+        run.run()
+        gate = run.wait.checkpoint_seq
+        run.approve(note="ok")
+        run.run()
+        assert run.status == "done"
+        run.rewind(0)
+        run.run()  # parks at the interrupt again, on a new branch
+        assert run.status == "waiting" and gate not in run.history().seqs
+        path = run.export_html(tmp_path / "mail.html")
+    finally:
+        lab.close()
+    pg = offline_page
+    _open(pg, path)
+    section = pg.locator("section.gl-run")
+    picker, label = section.locator("select.gl-branch"), section.locator(".gl-label")
+    assert picker.locator("option").first.inner_text().endswith("· head")
+    row = section.locator(".gl-waits tr", has_text="consent")
+    assert "approved" in row.inner_text()
+    row.locator("button.gl-go").click()
+    assert label.get_attribute("data-seq") == str(gate)
+    assert picker.evaluate("s => s.options[s.selectedIndex].text") == picker.locator("option").nth(1).inner_text()
+    gated = section.locator(".gl-drawing g.gl-parked")
+    assert gated.get_attribute("data-station") == "ConfirmSend"
+    assert pg.dialogs == [] and pg.errors == []

@@ -19,6 +19,7 @@ import pytest
 
 from lab import Lab
 from lab.errors import ArgumentError
+from lab.widgets.compare_view import CompareView
 from tests.conftest import Counter, Inc, declare_counter
 from tests.integration.control_graphs import CHILD, Laps, Prepare, child_graph, parent_graph
 from tests.integration.gate_graphs import Draft, Mail, declare_mail
@@ -91,8 +92,13 @@ def test_a_stored_run_and_a_branch_export(lab, tmp_path) -> None:
     branch = page_data(lab.export_html((run, old_head), tmp_path / "c.html"))["runs"][0]
     assert branch["upto"] == old_head and branch["checkpoints"][-1]["seq"] == old_head
     assert [c["seq"] for c in branch["checkpoints"]] == list(range(old_head + 1))
+    assert [b["seqs"] for b in branch["branches"]] == [list(range(old_head + 1))]  # that branch alone
     head = page_data(run.export_html(tmp_path / "d.html"))["runs"][0]
-    assert [c["seq"] for c in head["checkpoints"]] == [0, 1, 2, run.head]
+    assert [c["seq"] for c in head["checkpoints"]] == list(range(run.head + 1))  # the whole tree
+    assert [(b["seqs"], b["head"]) for b in head["branches"]] == [
+        ([0, 1, 2, run.head], True),  # the head's branch first
+        (list(range(old_head + 1)), False),
+    ]
 
 
 def test_a_hostile_state_cannot_close_the_data_block(lab, tmp_path) -> None:
@@ -121,12 +127,12 @@ def test_a_run_and_its_fork_compare(lab, tmp_path) -> None:
     assert shared == ["Inc"] and a[:2] == ["Check", "Inc"] and b[:2] == ["Check", "Inc"]  # the fork copied Check's checkpoint
     svg = cmp.svg()
     assert "gl-diverged" in svg and "gl-side-a" in svg and "gl-side-b" in svg
+    assert 'class="node gl-end gl-side-a gl-side-b" data-station="__end__"' in svg  # both sides finished
+    assert "<style>" in CompareView(cmp).summary.value  # the widget brings the comparison's own layout
     data = page_data(lab.export_html([run, fork], tmp_path / "cmp.html"))
     assert [r["id"] for r in data["runs"]] == [run.id, fork.id]
     html = (tmp_path / "cmp.html").read_text()
     assert "First differing station" in html and "gl-side-b" in html
-
-    from lab.widgets.compare_view import CompareView
 
     view = CompareView(cmp)
     assert "First differing station" in view.summary.value

@@ -32,6 +32,7 @@ def test_a_schema_1_store_migrates_and_its_runs_resume(tmp_path):
     con.execute("DROP TABLE writers")  # schema 4
     con.execute("DROP TABLE journal_marks")
     con.execute("DROP TABLE effects")  # schema 5
+    con.execute("DROP TABLE calls")  # schema 6
     con.execute("ALTER TABLE runs DROP COLUMN breakpoints")
     con.execute("ALTER TABLE checkpoints DROP COLUMN counters")
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from lab import Lab
+from lab.share.branches import Branch, branches
 from lab.widgets import RunWidget
-from lab.widgets.branches import Branch, branches
 from tests.conftest import Counter, Inc, declare_counter
 
 

@@ -1,4 +1,4 @@
-"""The run view of a parallel run: each checkpoint is a super-step, drawn as its whole frontier.
+"""A parallel run drawn step by step: each checkpoint is a super-step, drawn as its whole frontier.
 
 A parallel run's checkpoint lists every pending task (its station, task id and fork stack) and
 every open join (how many branches it has reduced, which it still waits for): see
@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..records import CheckpointRecord
-from ..render import ForkFrame, FrontierTask, GraphSpec, JoinProgress, Overlay, overlay_from_frontier
+from .frontier import ForkFrame, FrontierTask, JoinProgress, overlay_from_frontier
+from .overlay import Overlay
+from .spec import GraphSpec
 
 __all__ = ("StepView", "frontier_of", "is_parallel", "next_summary")
 
@@ -65,11 +67,15 @@ def _task_ids(rec: CheckpointRecord) -> dict[Any, str]:
     return out
 
 
-def next_summary(rec: CheckpointRecord) -> str:
-    """ "square ×5, b2 · joins: reduce_sum 2 of 3" for the timeline; "End" once done."""
+def next_summary(
+    rec: CheckpointRecord, frontier: tuple[list[FrontierTask], list[JoinProgress]] | None = None
+) -> str:
+    """ "square ×5, b2 · joins: reduce_sum 2 of 3" for the timeline; "End" once done.
+
+    `frontier`: `frontier_of(rec)` when the caller has it already."""
     if rec.status == "done":
         return "End"
-    tasks, joins = frontier_of(rec)
+    tasks, joins = frontier if frontier is not None else frontier_of(rec)
     counts = Counter(t.node_id for t in tasks)
     text = ", ".join(f"{sid} ×{n}" if n > 1 else sid for sid, n in counts.items()) or "nothing"
     if joins:
@@ -118,8 +124,22 @@ class StepView:
             self._settled[(a, b)] if (a, b) in self._settled else self.settled_in(recs[a], recs[b])
             for a, b in pairs
         ]
-        rec = recs[seqs[-1]]
-        tasks, joins = frontier_of(rec)
+        return self.overlay_for(steps, recs[seqs[-1]], failed=failed, parked=parked, breakpoints=breakpoints)
+
+    def overlay_for(
+        self,
+        steps: Sequence[Sequence[str]],
+        rec: CheckpointRecord,
+        *,
+        failed: str | None = None,
+        parked: Iterable[str] = (),
+        breakpoints: Mapping[str, Iterable[str]] | None = None,
+        frontier: tuple[list[FrontierTask], list[JoinProgress]] | None = None,
+    ) -> Overlay:
+        """The overlay at checkpoint `rec`, whose branch's steps settled `steps` (oldest first).
+
+        `frontier`: `frontier_of(rec)` when the caller has it already."""
+        tasks, joins = frontier if frontier is not None else frontier_of(rec)
         return overlay_from_frontier(
             steps,
             tasks,

@@ -1,4 +1,4 @@
-"""The checkpoint tree as branches the run widget's branch picker offers.
+"""The checkpoint tree as branches: what the run widget's branch picker and a shared page offer.
 
 After a rewind and a step, a run's checkpoints form a tree; the timeline shows one branch (root
 to a tip) at a time. Each leaf of the tree is a branch; the head's branch is the one that holds

@@ -1,0 +1,130 @@
+"""A run's checkpoint tree for a shared page: every branch, and a parallel run's frontier per checkpoint.
+
+`tree_data` reads the whole tree once (`history(all_branches=True)`) and returns the checkpoints
+(by seq; each with its parent, status, the station that settled it, its next stations and state)
+and the branches the page's picker offers (`lab.share.branches`, the run widget's rule: one per
+leaf), the head's branch first. Exporting one branch (`(run, seq)`) gives that branch alone.
+
+A parallel run's checkpoint is a super-step: it is drawn as the run widget draws it
+(lab/render/steps.py): every pending task lit (`▶ ×5` on a mapped step), each open join's
+`k of n`, the stations earlier steps settled, the edges taken with their counts. Those overlays
+are worked out here, in Python, with the renderer's own code, and go into the data as classes
+and mark lines per node and counts per edge (`lit`), so the page's script only applies them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from ..errors import ArgumentError
+from ..history import StoredRun
+from ..records import CheckpointRecord
+from ..render import GraphSpec
+from ..render.dot import mark_line
+from ..render.steps import StepView, frontier_of, next_summary
+from .branches import branches
+
+__all__ = ("tree_data", "lit_data")
+
+
+def _at(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat(timespec="milliseconds")
+
+
+def _branch(tree: dict[int, CheckpointRecord], tip: int) -> list[int]:
+    seqs: list[int] = []
+    seq: int | None = tip
+    while seq is not None and len(seqs) <= len(tree):
+        seqs.append(seq)
+        seq = tree[seq].parent_seq
+    return seqs[::-1]
+
+
+def tree_data(
+    run: StoredRun, upto: int | None = None, spec: GraphSpec | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(checkpoints, branches) of the run; `upto`: only the branch ending at that checkpoint.
+
+    With `spec` (a parallel run's graph), each checkpoint also holds its frontier drawn (`lit`).
+    """
+    tree = {r.seq: r for r in run.history(all_branches=True)}
+    head = run.head
+    if upto is not None:
+        if upto not in tree:
+            raise ArgumentError(
+                f"run {run.id} has no checkpoint {upto}; .history(all_branches=True) lists its checkpoints"
+            )
+        keep = _branch(tree, upto)
+        tree = {s: tree[s] for s in keep}
+        found = [{"label": f"0…{upto}" if upto else "0", "tip": upto, "seqs": keep, "head": head in keep}]
+    else:
+        parents = {s: r.parent_seq for s, r in tree.items()}
+        found = [
+            {"label": b.label, "tip": b.tip, "seqs": _branch(tree, b.tip), "head": b.has_head}
+            for b in sorted(branches(parents, head), key=lambda b: not b.has_head)  # the head's first
+        ]
+    settled = run.settled_stations()
+    lit = lit_data(run, tree, spec) if spec is not None else {}
+    checkpoints = []
+    for seq in sorted(tree):
+        r = tree[seq]
+        cp: dict[str, Any] = {
+            "seq": r.seq,
+            "parent": r.parent_seq,
+            "status": r.status,
+            "station": settled.get(r.seq),
+            "next": [{"node": p.node_id, "fields": p.fields} for p in r.next],
+            "state": r.state,
+            "at": _at(r.created_at),
+        }
+        if seq in lit:
+            cp["lit"] = lit[seq]
+            cp["station"] = lit[seq]["settled"] or None
+        checkpoints.append(cp)
+    return checkpoints, found
+
+
+def _counted(names: Any) -> str:
+    return ", ".join(f"{s} ×{n}" if n > 1 else s for s, n in Counter(names).items())
+
+
+def lit_data(run: StoredRun, tree: dict[int, CheckpointRecord], spec: GraphSpec) -> dict[int, dict[str, Any]]:
+    """Per checkpoint of a parallel run: its drawing's node classes and mark lines, edge counts, words.
+
+    `{"nodes": {station: [classes, mark line]}, "edges": {"a→b": n}, "next": "square ×5",
+    "settled": "a, b, c"}`; a node or edge not listed is drawn plain (its kind mark, idle).
+    """
+    view = StepView(spec, lambda seqs: {s: tree[s] for s in seqs})
+    rec = run.record
+    failed = (rec.error or {}).get("node_id") if rec.status == "failed" else None
+    parked = [w.node_id for w in run.waits() if w.open] if rec.status == "waiting" else []
+    settled: dict[int, tuple[str, ...]] = {}
+    out: dict[int, dict[str, Any]] = {}
+    for seq in sorted(tree):
+        cp = tree[seq]
+        parent = tree.get(cp.parent_seq) if cp.parent_seq is not None else None
+        step = settled[seq] = view.settled_in(parent, cp) if parent is not None else ()
+        path = _branch(tree, seq)  # each step of the branch up to here, oldest first
+        at_head = seq == rec.head_seq
+        frontier = frontier_of(cp)
+        overlay = view.overlay_for(
+            [settled[s] for s in path[1:]],
+            cp,
+            failed=failed if at_head else None,
+            parked=parked if at_head else (),
+            frontier=frontier,
+        )
+        nodes = {}
+        for node in spec.nodes:
+            classes = overlay.node_classes(node.id)
+            if classes or overlay.marks(node.id):
+                nodes[node.id] = [" ".join(classes), mark_line(node, overlay).strip()]
+        out[seq] = {
+            "nodes": nodes,
+            "edges": {f"{a}→{b}": n for (a, b), n in overlay.traversed.items() if n},
+            "next": next_summary(cp, frontier),
+            "settled": _counted(step),
+        }
+    return out

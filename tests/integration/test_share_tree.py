@@ -1,0 +1,150 @@
+"""A shared page's checkpoint tree: a parallel run drawn step by step as the run widget draws it,
+and a rewound run's every branch (issue 28 part 2), on a real DuckDB file and the real `dot`.
+
+Scenarios:
+- a map of 5 then a join: each checkpoint's `lit` (classes and mark line per station, counts per
+  edge) is exactly what the run widget draws at that step: `square` lit `▶ ×5`, `map→square`
+  taken 5 times, the timeline's words `square ×5`; the last step lights End, `square` `×5`
+- a broadcast of 3 into a join, one branch a step longer: the step where two branches reached
+  the join shows `2 of 3` (`gl-joining`) with the long branch lit, as the widget does
+- a run rewound twice: its page holds every checkpoint once and one branch per leaf, the head's
+  branch first, labelled as the widget's branch picker labels them; a serial run has no `lit`
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lab import Lab
+from lab.widgets import RunWidget
+from tests.conftest import Counter, Inc, declare_counter
+from tests.unit.test_widgets_parallel import declare_squares, fan_graph
+
+
+def page_data(path: Path) -> dict[str, Any]:
+    text = path.read_text()
+    start = text.index('id="gl-data">') + len('id="gl-data">')
+    return json.loads(text[start : text.index("</script>", start)])
+
+
+@pytest.fixture
+def lab(tmp_path) -> Any:
+    lab = Lab(os.fspath(tmp_path / "lab.duckdb"))
+    yield lab
+    lab.close()
+
+
+_NODE = re.compile(r'<g class="node ([^"]*)" data-station="([^"]*)">((?:(?!</g>).)*)</g>', re.S)
+_MARK = re.compile(r'<text class="gl-mark"[^>]*>([^<]*)</text>')
+_EDGE = re.compile(r'<g class="edge ([^"]*)" data-edge="([^"]*)">(.*?)</g>', re.S)
+
+
+def widget_drawing(w: RunWidget) -> tuple[dict[str, list[str]], set[str]]:
+    """What the run widget draws now: each station's extra classes (past its kind) and mark line, the edges taken."""
+    svg = w.graph.value.replace("&#8594;", "→")
+    nodes = {}
+    for cls, station, inner in _NODE.findall(svg):
+        extra = " ".join(c for c in cls.split() if not c.startswith("gl-") or c in _OVERLAY)
+        mark = _MARK.search(inner)  # the start point has no mark line
+        nodes[station] = [extra, mark.group(1).strip() if mark else None]
+    return nodes, {edge for cls, edge, _ in _EDGE.findall(svg) if "gl-trav" in cls}
+
+
+_OVERLAY = {"gl-current", "gl-visited", "gl-joining", "gl-failed", "gl-parked", "gl-break"}
+
+
+def page_drawing(
+    cp: dict[str, Any], spec_marks: dict[str, str], stations: list[str]
+) -> tuple[dict[str, list[str]], set[str]]:
+    lit = cp["lit"]
+    nodes = {s: lit["nodes"].get(s, ["", spec_marks.get(s, "")]) for s in stations}
+    nodes["__start__"][1] = None  # drawn without a mark line
+    return nodes, set(lit["edges"])
+
+
+def same_as_the_widget(run: Any, data: dict[str, Any]) -> None:
+    w = RunWidget(run)
+    by_seq = {c["seq"]: c for c in data["checkpoints"]}
+    (branch,) = data["branches"]
+    assert w.slider.max == len(branch["seqs"]) - 1
+    for i, seq in enumerate(branch["seqs"]):
+        w.slider.value = i
+        want_nodes, want_edges = widget_drawing(w)
+        got_nodes, got_edges = page_drawing(by_seq[seq], data["marks"], list(want_nodes))
+        assert got_nodes == want_nodes, (seq, got_nodes, want_nodes)
+        assert got_edges == want_edges, seq
+        assert f"next {by_seq[seq]['lit']['next']}" in w.timeline_label.value.replace("&#215;", "×")
+
+
+def test_a_map_and_join_page_draws_each_step_as_the_widget(lab, tmp_path) -> None:
+    run = declare_squares(lab).start(inputs=[1, 2, 3, 4, 5])
+    run.run()
+    assert run.output == [1, 4, 9, 16, 25]
+    data = page_data(run.export_html(tmp_path / "squares.html"))["runs"][0]
+    assert data["parallel"] is True
+    cps = {c["seq"]: c for c in data["checkpoints"]}
+    spread = cps[1]["lit"]  # the start's routing spread five numbers over `square`
+    assert spread["nodes"]["square"] == ["gl-current", "▶ ×5"]
+    assert spread["edges"]["map→square"] == 5 and spread["next"] == "square ×5"
+    last = cps[run.head]["lit"]
+    assert "gl-current" in last["nodes"]["__end__"][0] and last["next"] == "End"
+    assert last["nodes"]["square"][1].endswith("×5") and "gl-visited" in last["nodes"]["square"][0]
+    assert [cps[s]["station"] for s in (1, 2)] == ["__start__", "square ×5"]  # what each step settled
+    same_as_the_widget(run, data)
+    html = (tmp_path / "squares.html").read_text()
+    assert 'data-edge="map&#8594;square"' in html  # the edge the page's script relabels "each ×5"
+
+
+def test_a_broadcast_page_shows_the_join_filling(lab, tmp_path) -> None:
+    run = lab.adopt(fan_graph(), name="fan").start(inputs=1)
+    run.run()
+    assert run.output == 12
+    data = page_data(run.export_html(tmp_path / "fan.html"))["runs"][0]
+    cps = {c["seq"]: c for c in data["checkpoints"]}
+    three = cps[1]["lit"]
+    assert sorted(s for s, (cls, _) in three["nodes"].items() if "gl-current" in cls) == ["a", "b", "c"]
+    joining = cps[2]["lit"]
+    assert (
+        joining["nodes"]["reduce_sum"][1].endswith("2 of 3")
+        and "gl-joining" in joining["nodes"]["reduce_sum"][0]
+    )
+    assert [s for s, (cls, _) in joining["nodes"].items() if "gl-current" in cls] == ["b2"]
+    assert joining["next"] == "b2 · joins: reduce_sum 2 of 3"
+    assert cps[2]["station"] == "a, b, c"  # what that step settled, every branch
+    same_as_the_widget(run, data)
+
+
+def test_a_rewound_run_offers_every_branch_head_first(lab, tmp_path) -> None:
+    run = declare_counter(lab).start(Inc(), state=Counter())
+    run.run()
+    first_tip = run.head
+    run.rewind(2)
+    run.step()
+    second_tip = run.head
+    run.rewind(4)
+    run.step()
+    run.step()
+    data = page_data(run.export_html(tmp_path / "tree.html"))["runs"][0]
+    assert data["parallel"] is False and all("lit" not in c for c in data["checkpoints"])
+    seqs = [c["seq"] for c in data["checkpoints"]]
+    assert seqs == sorted(set(seqs)) == list(run.history(all_branches=True).seqs)
+    branches = data["branches"]
+    assert branches[0]["head"] and branches[0]["seqs"] == list(run.history().seqs)
+    assert branches[0]["tip"] == run.head
+    assert sorted(b["tip"] for b in branches) == sorted([first_tip, second_tip, run.head])
+    assert [b["head"] for b in branches].count(True) == 1
+    w = RunWidget(run)  # the same labels as the widget's branch picker, the head's branch first
+    offered = [label for label, _ in w.branch_picker.options]
+    assert [b["label"] for b in branches] == [o for o in offered if "head" in o] + [
+        o for o in offered if "head" not in o
+    ]
+    by_seq = {c["seq"]: c for c in data["checkpoints"]}
+    for b in branches:  # each branch is root to its tip along parent links
+        assert b["seqs"][0] == 0 and b["seqs"][-1] == b["tip"]
+        assert all(by_seq[s]["parent"] == p for p, s in zip(b["seqs"], b["seqs"][1:], strict=False))
