@@ -19,7 +19,7 @@ from .frontier import ForkFrame, FrontierTask, JoinProgress, StepTally, overlay_
 from .overlay import Overlay
 from .spec import GraphSpec
 
-__all__ = ("StepView", "frontier_of", "is_parallel", "next_summary")
+__all__ = ("StepView", "frontier_of", "is_parallel", "next_summary", "settled_between", "settled_tasks")
 
 
 def is_parallel(manifest: Any) -> bool:
@@ -103,6 +103,17 @@ def _task_ids(rec: CheckpointRecord) -> dict[Any, str]:
     return out
 
 
+def settled_tasks(parent: CheckpointRecord, rec: CheckpointRecord) -> list[tuple[Any, str]]:
+    """(task id, station) of each task the step from `parent` to `rec` settled (it left the frontier)."""
+    after = _task_ids(rec)
+    return [(tid, sid) for tid, sid in _task_ids(parent).items() if tid not in after]
+
+
+def settled_between(parent: CheckpointRecord, rec: CheckpointRecord) -> tuple[str, ...]:
+    """The stations whose tasks the step from `parent` to `rec` settled."""
+    return tuple(sid for _tid, sid in settled_tasks(parent, rec))
+
+
 def next_summary(
     rec: CheckpointRecord, frontier: tuple[list[FrontierTask], list[JoinProgress]] | None = None
 ) -> str:
@@ -142,8 +153,7 @@ class StepView:
         """The stations whose tasks the step from `parent` to `rec` settled (they left the frontier)."""
         hit = self._steps.get(rec.seq)
         if hit is None:
-            before, after = _task_ids(parent), _task_ids(rec)
-            hit = self._steps[rec.seq] = tuple(sid for tid, sid in before.items() if tid not in after)
+            hit = self._steps[rec.seq] = settled_between(parent, rec)
         return hit
 
     def step(self, parent: CheckpointRecord | None, rec: CheckpointRecord) -> StepTally:
