@@ -7,6 +7,9 @@ Scenarios:
   taken 5 times, the timeline's words `square ×5`; the last step lights End, `square` `×5`
 - a broadcast of 3 into a join, one branch a step longer: the step where two branches reached
   the join shows `2 of 3` (`gl-joining`) with the long branch lit, as the widget does
+- a map of 8 joined round after round (its fork stacks grow a frame a round): every step drawn as
+  the widget draws it, and drawing one step more reads one checkpoint more (counting is
+  incremental: each checkpoint's tally is its parent's plus one step), equal to a full recount
 - a run rewound twice: its page holds every checkpoint once and one branch per leaf, the head's
   branch first, labelled as the widget's branch picker labels them; a serial run has no `lit`
 """
