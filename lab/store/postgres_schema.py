@@ -20,6 +20,9 @@ does, in the same order, with what a shared server needs besides:
 
 from __future__ import annotations
 
+from .dialect import POSTGRES
+from .schema import EVAL_TABLES
+
 RUN_LOCK = 1196379212
 """Advisory lock class of a run's writers (transaction-scoped, in `graphlab_write`)."""
 LIVE_LOCK = 1196379213
@@ -287,4 +290,6 @@ MIGRATIONS: list[list[str]] = [
         """,
         "CREATE INDEX IF NOT EXISTS effects_run ON effects (run_id)",
     ],
+    # version 5 -> 6: evaluations (lab/evaluate/), DuckDB's DDL rendered for PostgreSQL
+    [POSTGRES.ddl(stmt) for stmt in EVAL_TABLES],
 ]

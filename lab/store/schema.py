@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import StoreSchemaError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def refuse_newer(what: str, version: int) -> None:
@@ -20,7 +20,10 @@ def refuse_newer(what: str, version: int) -> None:
             f"knows up to {SCHEMA_VERSION}); upgrade graph-lab to open it"
         )
 
-TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events", "effects")
+TABLES: tuple[str, ...] = (
+    "graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events", "effects",
+    "evaluations", "eval_cases", "eval_scores",
+)
 """The data tables (besides `meta`), in dependency order."""
 
 EFFECTS_TABLE = """
@@ -40,6 +43,51 @@ CREATE TABLE IF NOT EXISTS effects (
 )
 """
 """One row per `IdempotentOp` call of a station visit (docs/store.md "effects")."""
+
+EVAL_TABLES: list[str] = [
+    """
+    CREATE TABLE IF NOT EXISTS evaluations (
+        evaluation_id VARCHAR PRIMARY KEY,
+        dataset VARCHAR NOT NULL,
+        graph_key VARCHAR NOT NULL,
+        revision INTEGER NOT NULL,
+        cases BIGINT NOT NULL,
+        spec JSON,
+        created_at TIMESTAMP NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS eval_cases (
+        evaluation_id VARCHAR NOT NULL,
+        case_index BIGINT NOT NULL,
+        case_name VARCHAR NOT NULL,
+        run_id VARCHAR,
+        status VARCHAR NOT NULL,
+        output JSON,
+        expected JSON,
+        duration DOUBLE,
+        usage JSON,
+        error VARCHAR,
+        updated_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (evaluation_id, case_index)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS eval_scores (
+        evaluation_id VARCHAR NOT NULL,
+        case_index BIGINT NOT NULL,
+        name VARCHAR NOT NULL,
+        kind VARCHAR NOT NULL,
+        value JSON,
+        reason VARCHAR,
+        evaluator VARCHAR NOT NULL,
+        PRIMARY KEY (evaluation_id, case_index, name)
+    )
+    """,
+]
+"""`lab.evaluate`'s tables (docs/evaluate.md): an evaluation, one row per case (linked to its run),
+one row per score, assertion, label or evaluator failure of a case. Written once in DuckDB's
+spelling; PostgreSQL's migration renders them with `Dialect.ddl`."""
 
 MIGRATIONS: list[list[str]] = [
     # version 0 -> 1: the foundation tables
@@ -186,6 +234,8 @@ MIGRATIONS: list[list[str]] = [
     # Written directly, like jobs: a record must be committed before its effect runs, which a
     # buffered journal line is not.
     [EFFECTS_TABLE],
+    # version 5 -> 6: evaluations over pydantic-evals data sets (lab/evaluate/, docs/evaluate.md)
+    EVAL_TABLES,
 ]
 
 JOURNAL_COLUMNS: dict[str, str] = {
