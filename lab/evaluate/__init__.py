@@ -11,4 +11,11 @@ from .compare import Comparison, compare_evaluations
 from .errors import EvaluationError
 from .evaluation import Evaluation, evaluate, open_evaluation
 
-__all__ = ("Comparison", "Evaluation", "EvaluationError", "compare_evaluations", "evaluate", "open_evaluation")
+__all__ = (
+    "Comparison",
+    "Evaluation",
+    "EvaluationError",
+    "compare_evaluations",
+    "evaluate",
+    "open_evaluation",
+)

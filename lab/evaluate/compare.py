@@ -53,12 +53,20 @@ class ComparedCase:
     @property
     def worse(self) -> bool:
         """A score went down, an assertion that held fails now, or the case no longer scores."""
-        if self.before is not None and self.before.status == "scored" and (self.after is None or self.after.status == "failed"):
+        if (
+            self.before is not None
+            and self.before.status == "scored"
+            and (self.after is None or self.after.status == "failed")
+        ):
             return True
         if any((d := self.delta(n)) is not None and d < 0 for n in _values(self.before)):
             return True
         before, after = self.before, self.after
-        return bool(before and after and any(v and after.assertions.get(k) is False for k, v in before.assertions.items()))
+        return bool(
+            before
+            and after
+            and any(v and after.assertions.get(k) is False for k, v in before.assertions.items())
+        )
 
 
 def compare_evaluations(lab: Lab, a: Evaluation | str, b: Evaluation | str) -> Comparison:
@@ -66,7 +74,9 @@ def compare_evaluations(lab: Lab, a: Evaluation | str, b: Evaluation | str) -> C
     first, second = (open_evaluation(lab, e) if isinstance(e, str) else e for e in (a, b))
     for e in (first, second):
         if not isinstance(e, Evaluation):
-            raise ArgumentError(f"lab.compare_evaluations({e!r}): pass two evaluations (lab.evaluate's results or their ids)")
+            raise ArgumentError(
+                f"lab.compare_evaluations({e!r}): pass two evaluations (lab.evaluate's results or their ids)"
+            )
     if first.record.dataset != second.record.dataset:
         raise ArgumentError(
             f"lab.compare_evaluations: {first.id!r} is of data set {first.record.dataset!r} and {second.id!r} of "
@@ -102,7 +112,9 @@ class Comparison:
     def averages(self) -> dict[str, tuple[Any, Any]]:
         """pydantic-evals' averages of both: each score, the assertions' pass rate, the duration."""
         x, y = self.before.averages(), self.after.averages()
-        out: dict[str, tuple[Any, Any]] = {n: (x.scores.get(n), y.scores.get(n)) for n in sorted({*x.scores, *y.scores})}
+        out: dict[str, tuple[Any, Any]] = {
+            n: (x.scores.get(n), y.scores.get(n)) for n in sorted({*x.scores, *y.scores})
+        }
         out["assertions"] = (x.assertions, y.assertions)
         out["duration"] = (x.task_duration, y.task_duration)
         return out

@@ -104,9 +104,13 @@ def evaluate(
     extra = list(evaluators)
     wrong = [e for e in extra if not isinstance(e, pe.evaluators.Evaluator)]
     if wrong:
-        raise ArgumentError(f"lab.evaluate(evaluators={wrong!r}): each is a pydantic_evals.evaluators.Evaluator instance")
+        raise ArgumentError(
+            f"lab.evaluate(evaluators={wrong!r}): each is a pydantic_evals.evaluators.Evaluator instance"
+        )
     if not dataset.cases:
-        raise ArgumentError(f"lab.evaluate: data set {dataset.name!r} has no cases; add Case(inputs=...) to it")
+        raise ArgumentError(
+            f"lab.evaluate: data set {dataset.name!r} has no cases; add Case(inputs=...) to it"
+        )
     build = getattr(graph, "build", None)
     if not callable(build) or getattr(graph, "lab", None) is not lab:
         raise ArgumentError(
@@ -119,9 +123,18 @@ def evaluate(
         raise ArgumentError(f"lab.evaluate(name={name!r}): an evaluation's name is a non-empty str")
     spec = {"cases": names, "evaluators": [e.get_serialization_name() for e in [*dataset.evaluators, *extra]]}
     rec, created = lab.store.add_evaluation(  # type: ignore[attr-defined]
-        evaluation_id, dataset=dataset.name, graph_key=graph.name, revision=revision, cases=len(names), spec=spec
+        evaluation_id,
+        dataset=dataset.name,
+        graph_key=graph.name,
+        revision=revision,
+        cases=len(names),
+        spec=spec,
     )
-    if not created and (rec.graph_key, rec.revision, (rec.spec or {}).get("cases")) != (graph.name, revision, names):
+    if not created and (rec.graph_key, rec.revision, (rec.spec or {}).get("cases")) != (
+        graph.name,
+        revision,
+        names,
+    ):
         raise EvaluationError(
             f"evaluation {evaluation_id!r} in the store is of graph {rec.graph_key!r} revision {rec.revision} with "
             f"{rec.cases} cases; this call evaluates {graph.name!r} revision {revision} with {len(names)} cases "
@@ -134,11 +147,15 @@ def evaluate(
 def open_evaluation(lab: Lab, evaluation_id: str) -> Evaluation:
     """An evaluation as the store holds it, to show and compare (continue it with `lab.evaluate`)."""
     if not isinstance(evaluation_id, str) or not evaluation_id:
-        raise ArgumentError(f"lab.evaluation({evaluation_id!r}): an evaluation id is a str like 'docs/classify@3'")
+        raise ArgumentError(
+            f"lab.evaluation({evaluation_id!r}): an evaluation id is a str like 'docs/classify@3'"
+        )
     rec = lab.store.evaluation(evaluation_id)  # type: ignore[attr-defined]
     if rec is None:
         known = [e.evaluation_id for e in lab.store.evaluations()]  # type: ignore[attr-defined]
-        raise ArgumentError(f"lab.evaluation({evaluation_id!r}): no evaluation of that id in the store; it has {known}")
+        raise ArgumentError(
+            f"lab.evaluation({evaluation_id!r}): no evaluation of that id in the store; it has {known}"
+        )
     return Evaluation(lab, rec)
 
 
@@ -168,7 +185,9 @@ class Evaluation:
 
     # -- running ---------------------------------------------------------------------------
 
-    def run(self, *, workers: int = 0, address: str | None = None, deps: Any = None, progress: bool = True) -> Evaluation:
+    def run(
+        self, *, workers: int = 0, address: str | None = None, deps: Any = None, progress: bool = True
+    ) -> Evaluation:
         """Drive the cases' unfinished runs (`workers=0`: here; `workers=n`: on Ray) and score the
         cases whose runs ended. Call again after approving waiting cases (or after a restart)."""
         import time
@@ -207,7 +226,9 @@ class Evaluation:
             if old is not None and old.status in SETTLED and old.run_id == run_id:
                 continue
             rec = store.get_run(run_id)
-            status = {"done": "scored", "failed": "failed", "cancelled": "failed", "waiting": "waiting"}.get(rec.status, "pending")
+            status = {"done": "scored", "failed": "failed", "cancelled": "failed", "waiting": "waiting"}.get(
+                rec.status, "pending"
+            )
             if old is not None and old.status == status and old.run_id == run_id:
                 continue  # still waiting (or pending): nothing new to record
             scores: list[EvalScoreRecord] = []
@@ -218,14 +239,22 @@ class Evaluation:
             if status == "scored":
                 output = codec.decode_output(rec.output, run_id=run_id)
                 scores = score_case(
-                    evaluators, case, output, duration=duration or 0.0, usage=usage or {}, evaluation_id=self.id, index=i
+                    evaluators,
+                    case,
+                    output,
+                    duration=duration or 0.0,
+                    usage=usage or {},
+                    evaluation_id=self.id,
+                    index=i,
                 )
             elif status == "failed" and rec.error:
                 error = f"{str(rec.error.get('type', '')).rsplit('.', 1)[-1]}: {rec.error.get('message', '')}"
             elif status == "failed":
                 error = f"the run was {rec.status}"
             expected = to_jsonable_python(case.expected_output, fallback=str)
-            row = EvalCaseRecord(self.id, i, names[i], run_id, status, rec.output, expected, duration, usage, error, None)
+            row = EvalCaseRecord(
+                self.id, i, names[i], run_id, status, rec.output, expected, duration, usage, error, None
+            )
             store.record_eval_case(row, scores)  # type: ignore[attr-defined]
 
     # -- reading ---------------------------------------------------------------------------
@@ -243,7 +272,9 @@ class Evaluation:
         rows = self.rows()
         found = [r for r in rows if case in (r.index, r.name)]
         if not found or found[0].run_id is None:
-            raise ArgumentError(f"evaluation {self.id!r} has no case {case!r}; its cases are {[r.name for r in rows]}")
+            raise ArgumentError(
+                f"evaluation {self.id!r} has no case {case!r}; its cases are {[r.name for r in rows]}"
+            )
         return self.lab.resume(found[0].run_id)
 
     def report(self) -> Any:

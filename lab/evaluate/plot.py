@@ -37,7 +37,9 @@ def _figure(panels: int) -> Any:
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise EvaluationError(f"evaluation plots need matplotlib: pip install 'graph-lab[evals]' ({exc})") from None
+        raise EvaluationError(
+            f"evaluation plots need matplotlib: pip install 'graph-lab[evals]' ({exc})"
+        ) from None
     fig = Figure(figsize=(3.4 * max(panels, 1), 2.6), layout="constrained")
     axes = fig.subplots(1, max(panels, 1), squeeze=False)[0]
     return fig, list(axes)
@@ -63,7 +65,10 @@ def evaluation_plot(ev: Evaluation) -> SvgPlot:
         ax.set_ylabel("cases", fontsize=8)
     if asserts:
         ax = axes[len(scores)]
-        rates = [sum(1 for r in rows if r.assertions.get(n)) / max(1, sum(1 for r in rows if n in r.assertions)) for n in asserts]
+        rates = [
+            sum(1 for r in rows if r.assertions.get(n)) / max(1, sum(1 for r in rows if n in r.assertions))
+            for n in asserts
+        ]
         ax.barh(asserts, rates, color=[BETTER if v == 1 else WORSE if v < 0.5 else "#9a6700" for v in rates])
         ax.set_xlim(0, 1)
         ax.set_title("assertions passed", fontsize=9)
@@ -83,7 +88,11 @@ def comparison_plot(cmp: Comparison) -> SvgPlot:
     for ax, name in zip(axes, metrics, strict=False):
         pairs = [(r.name, r.delta(name)) for r in cmp.rows()]
         pairs = [(n, d) for n, d in pairs if d is not None]
-        ax.bar(range(len(pairs)), [d for _, d in pairs], color=[WORSE if d < 0 else BETTER if d > 0 else SAME for _, d in pairs])
+        ax.bar(
+            range(len(pairs)),
+            [d for _, d in pairs],
+            color=[WORSE if d < 0 else BETTER if d > 0 else SAME for _, d in pairs],
+        )
         ax.axhline(0, color="#57606a", linewidth=0.6)
         ax.set_xticks(range(len(pairs)), [n for n, _ in pairs], rotation=90, fontsize=6)
         ax.set_title(f"Δ {name}", fontsize=9)

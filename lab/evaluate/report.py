@@ -16,7 +16,9 @@ __all__ = ("build_report", "evaluation_html", "fmt")
 def _result(name: str, value: Any, reason: str | None, evaluator: str) -> Any:
     from pydantic_evals.evaluators import EvaluationResult, EvaluatorSpec
 
-    return EvaluationResult(name=name, value=value, reason=reason, source=EvaluatorSpec(name=evaluator, arguments=None))
+    return EvaluationResult(
+        name=name, value=value, reason=reason, source=EvaluatorSpec(name=evaluator, arguments=None)
+    )
 
 
 def build_report(ev: Evaluation) -> Any:
@@ -121,7 +123,19 @@ def evaluation_html(ev: Evaluation) -> str:
         f"<td><b>{f'{tokens:.0f}' if tokens else ''}</b></td><td></td><td></td>"
     )
     body = "".join(f"<tr>{_case_cells(r, score_names)}</tr>" for r in rows)
-    heads = ["#", "case", "status", *score_names, "assertions", "labels", "output", "duration", "tokens", "run", "errors"]
+    heads = [
+        "#",
+        "case",
+        "status",
+        *score_names,
+        "assertions",
+        "labels",
+        "output",
+        "duration",
+        "tokens",
+        "run",
+        "errors",
+    ]
     waiting = counts.get("waiting", 0)
     note = (
         f"<div>{waiting} case(s) wait at a gate: approve them (<code>evaluation.open(i).approve()</code>), "

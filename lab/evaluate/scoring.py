@@ -43,7 +43,9 @@ def _kind(value: Any) -> ScoreKind:
     return "label"
 
 
-async def _evaluate(evaluators: Sequence[Any], ctx: Any, evaluation_id: str, index: int) -> list[EvalScoreRecord]:
+async def _evaluate(
+    evaluators: Sequence[Any], ctx: Any, evaluation_id: str, index: int
+) -> list[EvalScoreRecord]:
     from pydantic_evals.evaluators import EvaluationReason
 
     out: list[EvalScoreRecord] = []
@@ -54,12 +56,20 @@ async def _evaluate(evaluators: Sequence[Any], ctx: Any, evaluation_id: str, ind
             raw = await evaluator.evaluate_async(ctx)
             results = raw if isinstance(raw, Mapping) else {name: raw}
             for key, result in results.items():
-                value, reason = (result.value, result.reason) if isinstance(result, EvaluationReason) else (result, None)
+                value, reason = (
+                    (result.value, result.reason) if isinstance(result, EvaluationReason) else (result, None)
+                )
                 if not isinstance(value, bool | int | float | str):
                     raise TypeError(f"{evaluator!r}.evaluate returned a value of an invalid type: {value!r}")
-                out.append(EvalScoreRecord(evaluation_id, index, str(key), _kind(value), value, reason, source))
+                out.append(
+                    EvalScoreRecord(evaluation_id, index, str(key), _kind(value), value, reason, source)
+                )
         except Exception as exc:  # an evaluator's own error is its result, as in pydantic-evals
-            out.append(EvalScoreRecord(evaluation_id, index, name, "failure", None, f"{type(exc).__name__}: {exc}", source))
+            out.append(
+                EvalScoreRecord(
+                    evaluation_id, index, name, "failure", None, f"{type(exc).__name__}: {exc}", source
+                )
+            )
     return out
 
 
@@ -85,7 +95,9 @@ def score_case(
         expected_output=case.expected_output,
         output=output,
         duration=duration,
-        _span_tree=SpanTreeRecordingError("a lab run records its spans with lab.observe (docs/observe.md), not here"),
+        _span_tree=SpanTreeRecordingError(
+            "a lab run records its spans with lab.observe (docs/observe.md), not here"
+        ),
         attributes={},
         metrics=dict(usage),
     )

@@ -54,4 +54,6 @@ class DuckDBEvals(EvalTables):
                 yield con
             except duckdb.Error as exc:
                 where = getattr(self, "path", "the store")
-                raise StoreError(f"cannot read the evaluations of {where}: {str(exc).splitlines()[0]}") from None
+                raise StoreError(
+                    f"cannot read the evaluations of {where}: {str(exc).splitlines()[0]}"
+                ) from None

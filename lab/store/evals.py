@@ -105,7 +105,8 @@ class EvalTables:
             row = con.execute(sql(q.EVALUATION), [evaluation_id]).fetchone()
             if row is None:
                 con.execute(
-                    sql(q.EVAL_INSERT), [evaluation_id, dataset, graph_key, revision, cases, _dump(spec), _now()]
+                    sql(q.EVAL_INSERT),
+                    [evaluation_id, dataset, graph_key, revision, cases, _dump(spec), _now()],
                 )
                 row = con.execute(sql(q.EVALUATION), [evaluation_id]).fetchone()
                 return self._evaluation_record(row), True
@@ -138,7 +139,9 @@ class EvalTables:
                  case.duration, _dump(case.usage), case.error, _now()],
             )  # fmt: skip
             for s in scores:
-                con.execute(sql(q.EVAL_SCORE_INSERT), [*key, s.name, s.kind, _dump(s.value), s.reason, s.evaluator])
+                con.execute(
+                    sql(q.EVAL_SCORE_INSERT), [*key, s.name, s.kind, _dump(s.value), s.reason, s.evaluator]
+                )
 
     def eval_cases(self, evaluation_id: str) -> list[EvalCaseRecord]:
         """The recorded cases of an evaluation, by index, each with its scores."""
@@ -150,7 +153,9 @@ class EvalTables:
         scores: dict[int, list[EvalScoreRecord]] = {}
         for r in score_rows:
             r = tuple(r)
-            scores.setdefault(int(r[1]), []).append(EvalScoreRecord(r[0], int(r[1]), r[2], r[3], load(r[4]), r[5], r[6]))
+            scores.setdefault(int(r[1]), []).append(
+                EvalScoreRecord(r[0], int(r[1]), r[2], r[3], load(r[4]), r[5], r[6])
+            )
         out = []
         for r in rows:
             r = tuple(r)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from pydantic_evals import Case, Dataset
 from pydantic_evals.evaluators import EqualsExpected, EvaluationReason, Evaluator, EvaluatorContext
-from pydantic_graph import BaseNode, End, GraphRunContext
+from pydantic_graph import BaseNode, End, GraphRunContext  # noqa: F401 - End: the cells use it
 
 from lab import ArgumentError, Gate, Lab, Verdict
 from lab.evaluate import EvaluationError
@@ -87,19 +87,19 @@ def declare(lab: Lab, *, shout_all: bool = False):
     @g.node
     @dataclass
     class Clean(BaseNode[Ask, None, str]):
-        async def run(self, ctx: GraphRunContext[Ask, None]) -> "Answer | Check":
+        async def run(self, ctx: GraphRunContext[Ask, None]) -> "Answer | Check":  # noqa: F821, UP037
             if ctx.state.text == "boom":
                 raise RuntimeError("no answer for boom")
             ctx.state.text = ctx.state.text.strip()
-            return Check() if ctx.state.text.startswith("?") else Answer()
+            return Check() if ctx.state.text.startswith("?") else Answer()  # noqa: F821 - the cell's
 
     @g.node
     @dataclass
     class Check(Gate[Ask]):
         prompt = "answer a question?"
 
-        async def decide(self, ctx: GraphRunContext[Ask, None], verdict: Verdict) -> "Answer":
-            return Answer()
+        async def decide(self, ctx: GraphRunContext[Ask, None], verdict: Verdict) -> "Answer":  # noqa: F821, UP037
+            return Answer()  # noqa: F821
 
     cell(ANSWER_SHOUTS_LONGER if shout_all else ANSWER, g)
     return g, Clean
@@ -131,9 +131,15 @@ def test_each_case_is_a_run_scored_and_stored(lab: Lab) -> None:
     assert ev.counts() == {"scored": 4, "failed": 1, "waiting": 1}
     assert rows["hi"].output == "hi" and rows["hi"].assertions == {"EqualsExpected": True}
     assert rows["loud"].assertions == {"EqualsExpected": False} and rows["loud"].labels == {"tone": "loud"}
-    assert rows["loud"].scores == {"closeness": 1.0} and rows["hi"].reasons["closeness"] == "0 characters apart"
+    assert (
+        rows["loud"].scores == {"closeness": 1.0} and rows["hi"].reasons["closeness"] == "0 characters apart"
+    )
     assert rows["hi"].failures == {"Broken": "ValueError: this evaluator is broken on purpose"}
-    assert rows["boom"].status == "failed" and "no answer for boom" in rows["boom"].error and not rows["boom"].scores
+    assert (
+        rows["boom"].status == "failed"
+        and "no answer for boom" in rows["boom"].error
+        and not rows["boom"].scores
+    )
     assert rows["question"].status == "waiting" and rows["question"].scores == {}
     assert all(r.duration is not None and r.duration > 0 for r in rows.values() if r.status == "scored")
     # each case's run is a run like any: tagged, opened, rewound and forked
@@ -150,7 +156,12 @@ def test_each_case_is_a_run_scored_and_stored(lab: Lab) -> None:
         "where s.name = 'EqualsExpected' and evaluation_id = ? order by c.case_index"
     )
     got = [(n, k, v) for n, k, v in lab.sql(q, [ev.id]).fetchall()]
-    assert [(n, v) for n, _, v in got] == [("hi", "true"), ("hello", "true"), ("loud", "false"), ("longer", "true")]
+    assert [(n, v) for n, _, v in got] == [
+        ("hi", "true"),
+        ("hello", "true"),
+        ("loud", "false"),
+        ("longer", "true"),
+    ]
 
 
 def test_averages_are_pydantic_evals_own(lab: Lab) -> None:
@@ -180,7 +191,9 @@ def test_waiting_cases_continue_and_nothing_runs_twice(lab: Lab) -> None:
     entered = lab.sql(q).fetchall()
     again = lab.evaluate(g, dataset(), entry=Clean(), progress=False)  # the same cell run again
     assert again.id == ev.id and lab.sql(q).fetchall() == entered  # no station ran again
-    assert {r.name: (r.run_id, r.status) for r in again.rows()} == {n: (r.run_id, r.status) for n, r in before.items()}
+    assert {r.name: (r.run_id, r.status) for r in again.rows()} == {
+        n: (r.run_id, r.status) for n, r in before.items()
+    }
     ev.open("question").approve(note="fine")
     ev.run(progress=False)
     row = {r.name: r for r in ev.rows()}["question"]

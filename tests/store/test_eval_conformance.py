@@ -23,8 +23,16 @@ def test_an_evaluation_is_created_once_and_found_again(location: str) -> None:
     lab = Lab(location)
     store = lab.store
     assert isinstance(store, EvalTables)
-    rec, created = store.add_evaluation("ev-1", dataset="docs", graph_key="g", revision=2, cases=3, spec={"names": ["a"]})
-    assert created and (rec.dataset, rec.graph_key, rec.revision, rec.cases, rec.spec) == ("docs", "g", 2, 3, {"names": ["a"]})
+    rec, created = store.add_evaluation(
+        "ev-1", dataset="docs", graph_key="g", revision=2, cases=3, spec={"names": ["a"]}
+    )
+    assert created and (rec.dataset, rec.graph_key, rec.revision, rec.cases, rec.spec) == (
+        "docs",
+        "g",
+        2,
+        3,
+        {"names": ["a"]},
+    )
     again, created = store.add_evaluation("ev-1", dataset="other", graph_key="h", revision=9, cases=1)
     assert not created and again == rec  # the stored one wins: an evaluation is continued, never rewritten
     assert [e.evaluation_id for e in store.evaluations()] == ["ev-1"]
@@ -47,7 +55,10 @@ def test_a_case_and_its_scores_are_replaced_together(lab: Lab) -> None:
     store.record_eval_case(_case(1), scores)
     store.record_eval_case(_case(0, status="failed", output=None, error="ValueError: bad"))
     cases = store.eval_cases("ev-1")
-    assert [(c.case_index, c.status, c.run_id) for c in cases] == [(0, "failed", "run-0"), (1, "scored", "run-1")]
+    assert [(c.case_index, c.status, c.run_id) for c in cases] == [
+        (0, "failed", "run-0"),
+        (1, "scored", "run-1"),
+    ]
     one = cases[1]
     assert (one.output, one.duration, one.usage) == ({"n": 1}, 0.25, {"input_tokens": 10})
     assert [(s.name, s.kind, s.value, s.reason) for s in one.scores] == [
