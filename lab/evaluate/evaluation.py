@@ -19,7 +19,7 @@ a restart does only what was left.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -200,8 +200,16 @@ class Evaluation:
         started = time.perf_counter()
         run_ids = self._runs()
         batch = Batch(self.lab, self.graph, self.id, [run_ids[i] for i in range(len(run_ids))], None)
-        batch.run(workers=workers, address=address, deps=deps, progress=progress)
-        self._score(run_ids)
+        index = {run_id: i for i, run_id in run_ids.items()}
+        # each case is scored as its run stops (a kill loses no scored case), then any left over
+        batch.run(
+            workers=workers,
+            address=address,
+            deps=deps,
+            progress=progress,
+            on_run=lambda r: self._score(run_ids, [index[r]]),
+        )
+        self._score(run_ids, range(len(run_ids)))
         self.seconds = time.perf_counter() - started
         return self
 
@@ -214,14 +222,15 @@ class Evaluation:
                 runs[i] = start_input(self.graph, case.inputs, i, entry=self.entry, tags=tags).id
         return runs
 
-    def _score(self, run_ids: dict[int, str]) -> None:
+    def _score(self, run_ids: dict[int, str], indices: Iterable[int]) -> None:
+        """Record cases `indices` whose runs stopped since they were last recorded (scored if done)."""
         store = self.lab.store
         recorded = {c.case_index: c for c in store.eval_cases(self.id)}  # type: ignore[attr-defined]
         codec = self.graph.build().codec
         evaluators = [*self.dataset.evaluators, *self.evaluators]
         names = _case_names(self.dataset.cases)
-        for i, case in enumerate(self.dataset.cases):
-            run_id = run_ids[i]
+        for i in indices:
+            case, run_id = self.dataset.cases[i], run_ids[i]
             old = recorded.get(i)
             if old is not None and old.status in SETTLED and old.run_id == run_id:
                 continue

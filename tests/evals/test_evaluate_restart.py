@@ -55,6 +55,8 @@ def test_a_killed_evaluation_continues_its_unfinished_cases(tmp_path: Path) -> N
         and statuses[3] in ("running", "interrupted")
         and statuses[4:] == ["created"] * 2
     )
+    scored = [(c.case_name, c.status) for c in lab.store.eval_cases(rec.evaluation_id)]
+    assert scored == [("c0", "scored"), ("c1", "scored"), ("c2", "scored")]  # scored as each run ended
     before = {i: _entered(lab, runs[i], "Square") for i in range(6)}
     lab.close()
 
