@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .evaluation import CaseRow, Evaluation
 
-__all__ = ("build_report", "evaluation_html", "fmt")
+__all__ = ("build_report", "evaluation_html", "fmt", "tokens")
 
 
 def _result(name: str, value: Any, reason: str | None, evaluator: str) -> Any:
@@ -81,8 +81,21 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
+def tokens(usage: dict[str, Any]) -> float:
+    """A run's tokens: `total_tokens` when its usage has it, else input plus output tokens."""
+    if isinstance(usage.get("total_tokens"), int | float):
+        return float(usage["total_tokens"])
+    return float(
+        sum(
+            v
+            for k, v in usage.items()
+            if k in ("input_tokens", "output_tokens") and isinstance(v, int | float)
+        )
+    )
+
+
 def _tokens(usage: dict[str, Any]) -> str:
-    total = sum(v for k, v in usage.items() if k.endswith("_tokens") and isinstance(v, int | float))
+    total = tokens(usage)
     return str(int(total)) if total else ""
 
 
@@ -115,12 +128,12 @@ def evaluation_html(ev: Evaluation) -> str:
     counts = ev.counts()
     head = " · ".join(f"{html.escape(k)} {v}" for k, v in sorted(counts.items()))
     rate = "" if avg.assertions is None else f"{avg.assertions:.1%}"
-    tokens = sum(v for k, v in avg.metrics.items() if k.endswith("_tokens"))
+    mean_tokens = tokens(avg.metrics)
     average_row = (
         "<td></td><td><b>Averages</b></td><td></td>"
         + "".join(f"<td><b>{fmt(avg.scores.get(n))}</b></td>" for n in score_names)
         + f"<td><b>{rate}</b></td><td></td><td></td><td><b>{_duration(avg.task_duration)}</b></td>"
-        f"<td><b>{f'{tokens:.0f}' if tokens else ''}</b></td><td></td><td></td>"
+        f"<td><b>{f'{mean_tokens:.0f}' if mean_tokens else ''}</b></td><td></td><td></td>"
     )
     body = "".join(f"<tr>{_case_cells(r, score_names)}</tr>" for r in rows)
     heads = [

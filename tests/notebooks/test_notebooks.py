@@ -113,10 +113,14 @@ def test_notebook_is_stored_without_outputs(path: Path) -> None:
     assert nb.metadata.get("kernelspec", {}).get("name") == KERNEL_NAME
 
 
-RUN_ELSEWHERE = {"batch.ipynb": "tests/notebooks/test_own_runs.py"}
+RUN_ELSEWHERE = {
+    "batch.ipynb": "tests/notebooks/test_own_runs.py",
+    "evaluate.ipynb": "tests/evals/test_evaluate_notebook.py",
+}
 """Notebooks run top to bottom by another test: batch.ipynb starts a Ray of its own and two
 worker processes (the slowest notebook by far), so it runs once, in test_own_runs.py, where it
-shares its folder's store with a consent run parked at its gate, as the shipped notebooks do."""
+shares its folder's store with a consent run parked at its gate, as the shipped notebooks do.
+evaluate.ipynb needs the `evals` extra (pydantic-evals), so it runs in `.venv-evals` with tests/evals."""
 TOP_TO_BOTTOM = [p for p in NOTEBOOKS if p.name not in RUN_ELSEWHERE]
 
 
