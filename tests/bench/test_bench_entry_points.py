@@ -13,6 +13,7 @@ COMMANDS = {
     "lab.bench.render": ["--stations", "--steps", "--layouts", "--width"],
     "lab.bench.agents": ["--repeat", "--warmup", "--subprocess-repeat"],
     "lab.bench.subroutine": ["--visits", "--runs", "--workflow"],
+    "lab.bench.evaluate": ["--cases", "--stations", "--no-ray"],
 }
 
 
