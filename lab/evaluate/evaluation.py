@@ -40,6 +40,12 @@ __all__ = ("Evaluation", "CaseRow", "evaluate", "open_evaluation")
 SETTLED = frozenset({"scored", "failed"})
 """Case statuses an evaluation does not run or score again."""
 
+SCORE_CHUNK = 25
+"""Cases are scored as their runs stop, an eighth of the data set at a time (at most this many, at
+least one): each scoring reads the store, which on DuckDB first folds the journal (docs/store.md),
+so a read per case would cost more than the case. A kill loses no run, only scores not yet written,
+which the next `lab.evaluate` writes without running the cases again."""
+
 
 @dataclass(frozen=True)
 class CaseRow:
@@ -201,14 +207,18 @@ class Evaluation:
         run_ids = self._runs()
         batch = Batch(self.lab, self.graph, self.id, [run_ids[i] for i in range(len(run_ids))], None)
         index = {run_id: i for i, run_id in run_ids.items()}
-        # each case is scored as its run stops (a kill loses no scored case), then any left over
-        batch.run(
-            workers=workers,
-            address=address,
-            deps=deps,
-            progress=progress,
-            on_run=lambda r: self._score(run_ids, [index[r]]),
-        )
+        stopped: list[int] = []
+        chunk = max(1, min(SCORE_CHUNK, len(run_ids) // 8))
+
+        def on_run(
+            run_id: str,
+        ) -> None:  # score as runs stop, a chunk at a time (each read folds the journal)
+            stopped.append(index[run_id])
+            if len(stopped) >= chunk:
+                self._score(run_ids, stopped)
+                stopped.clear()
+
+        batch.run(workers=workers, address=address, deps=deps, progress=progress, on_run=on_run)
         self._score(run_ids, range(len(run_ids)))
         self.seconds = time.perf_counter() - started
         return self
@@ -229,6 +239,7 @@ class Evaluation:
         codec = self.graph.build().codec
         evaluators = [*self.dataset.evaluators, *self.evaluators]
         names = _case_names(self.dataset.cases)
+        done: list[tuple[EvalCaseRecord, list[EvalScoreRecord]]] = []
         for i in indices:
             case, run_id = self.dataset.cases[i], run_ids[i]
             old = recorded.get(i)
@@ -264,7 +275,8 @@ class Evaluation:
             row = EvalCaseRecord(
                 self.id, i, names[i], run_id, status, rec.output, expected, duration, usage, error, None
             )
-            store.record_eval_case(row, scores)  # type: ignore[attr-defined]
+            done.append((row, scores))
+        store.record_eval_cases(done)  # type: ignore[attr-defined]  # one transaction for the chunk
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -125,23 +125,35 @@ class EvalTables:
 
     def record_eval_case(self, case: EvalCaseRecord, scores: Sequence[EvalScoreRecord] = ()) -> None:
         """Replace case `case.case_index` of its evaluation, with its scores, in one transaction."""
+        self.record_eval_cases([(case, scores)])
+
+    def record_eval_cases(self, cases: Sequence[tuple[EvalCaseRecord, Sequence[EvalScoreRecord]]]) -> None:
+        """Replace several cases of one evaluation, each with its scores, all in one transaction."""
+        if not cases:
+            return
         sql = self.dialect.sql
-        key = [case.evaluation_id, case.case_index]
-        names = [s.name for s in scores]
-        if len(set(names)) != len(names):
-            raise StoreError(f"case {case.case_name!r} has two results named alike: {sorted(names)}")
-        with self._eval_tx(f"record case {case.case_name!r} of evaluation {case.evaluation_id!r}") as con:
-            con.execute(sql(q.EVAL_SCORES_DELETE), key)
-            con.execute(sql(q.EVAL_CASE_DELETE), key)
-            con.execute(
-                sql(q.EVAL_CASE_INSERT),
-                [*key, case.case_name, case.run_id, case.status, _dump(case.output), _dump(case.expected),
-                 case.duration, _dump(case.usage), case.error, _now()],
-            )  # fmt: skip
-            for s in scores:
+        for case, scores in cases:
+            names = [s.name for s in scores]
+            if len(set(names)) != len(names):
+                raise StoreError(f"case {case.case_name!r} has two results named alike: {sorted(names)}")
+        first = cases[0][0]
+        what = f"record case {first.case_name!r}{f' and {len(cases) - 1} more' if len(cases) > 1 else ''} of evaluation {first.evaluation_id!r}"
+        now = _now()
+        with self._eval_tx(what) as con:
+            for case, scores in cases:
+                key = [case.evaluation_id, case.case_index]
+                con.execute(sql(q.EVAL_SCORES_DELETE), key)
+                con.execute(sql(q.EVAL_CASE_DELETE), key)
                 con.execute(
-                    sql(q.EVAL_SCORE_INSERT), [*key, s.name, s.kind, _dump(s.value), s.reason, s.evaluator]
-                )
+                    sql(q.EVAL_CASE_INSERT),
+                    [*key, case.case_name, case.run_id, case.status, _dump(case.output), _dump(case.expected),
+                     case.duration, _dump(case.usage), case.error, now],
+                )  # fmt: skip
+                for s in scores:
+                    con.execute(
+                        sql(q.EVAL_SCORE_INSERT),
+                        [*key, s.name, s.kind, _dump(s.value), s.reason, s.evaluator],
+                    )
 
     def eval_cases(self, evaluation_id: str) -> list[EvalCaseRecord]:
         """The recorded cases of an evaluation, by index, each with its scores."""
