@@ -18,6 +18,7 @@ a restart does only what was left.
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -229,7 +230,10 @@ class Evaluation:
         for i, case in enumerate(self.dataset.cases):
             if i not in runs:
                 tags = {"batch": self.id, "index": i, "evaluation": self.id}
-                runs[i] = start_input(self.graph, case.inputs, i, entry=self.entry, tags=tags).id
+                # a copy: a run changes its state in place, and the case's inputs stay as the data set says
+                runs[i] = start_input(
+                    self.graph, copy.deepcopy(case.inputs), i, entry=self.entry, tags=tags
+                ).id
         return runs
 
     def _score(self, run_ids: dict[int, str], indices: Iterable[int]) -> None:

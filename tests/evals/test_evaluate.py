@@ -127,8 +127,10 @@ def lab(tmp_path: Path):
 
 def test_each_case_is_a_run_scored_and_stored(lab: Lab) -> None:
     g, Clean = declare(lab)
-    ev = lab.evaluate(g, dataset(), evaluators=[Closeness(), Broken()], entry=Clean(), progress=False)
+    ds = dataset()
+    ev = lab.evaluate(g, ds, evaluators=[Closeness(), Broken()], entry=Clean(), progress=False)
     rows = {r.name: r for r in ev.rows()}
+    assert ds.cases[0].inputs == Ask(" hi ")  # each run starts from a copy: the data set is as it was
     assert ev.counts() == {"scored": 4, "failed": 1, "waiting": 1}
     assert rows["hi"].output == "hi" and rows["hi"].assertions == {"EqualsExpected": True}
     assert rows["loud"].assertions == {"EqualsExpected": False} and rows["loud"].labels == {"tone": "loud"}
@@ -151,6 +153,14 @@ def test_each_case_is_a_run_scored_and_stored(lab: Lab) -> None:
     fork = run.fork(0, state=Ask("forked"))
     fork.run()
     assert fork.output == "forked"
+    run.rewind(0)  # a new branch of the case's own run, from its first checkpoint
+    run.run()
+    assert (run.status, run.output, len(run.history()), len(lab.store.seqs(run.id))) == (
+        "done",
+        "hello",
+        3,
+        5,
+    )
     # and the store answers SQL over the scores
     q = (
         "select c.case_name, s.kind, s.value from eval_scores s join eval_cases c using (evaluation_id, case_index) "

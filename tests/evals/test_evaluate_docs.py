@@ -23,7 +23,12 @@ def test_evaluate_page_blocks_run_as_written(tmp_path: Path) -> None:
     assert len(runnable(DOC)) >= 3
     env = dict(os.environ, PYTHONPATH=str(REPO), IPYTHONDIR=str(tmp_path / "ipython"), MPLBACKEND="agg")
     done = subprocess.run(
-        [sys.executable, str(RUNNER), str(DOC)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+        [sys.executable, str(RUNNER), str(DOC)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert done.returncode == 0, f"{DOC.name}:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
     assert "{'scored': 3} 0.6666666666666666" in done.stdout
