@@ -108,6 +108,8 @@ def evaluate(
             f"lab.evaluate(graph, {dataset!r}): dataset is a pydantic_evals.Dataset "
             "(Dataset(name=..., cases=[Case(inputs=..., expected_output=...)], evaluators=[...]))"
         )
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 0:
+        raise ArgumentError(f"lab.evaluate(workers={workers!r}): 0 runs the cases here, n >= 1 on n Ray workers")
     extra = list(evaluators)
     wrong = [e for e in extra if not isinstance(e, pe.evaluators.Evaluator)]
     if wrong:

@@ -255,6 +255,8 @@ def test_bad_input_is_refused_and_nothing_is_stored(lab: Lab) -> None:
         lab.evaluate(g, Dataset(name="empty", cases=[]))
     with pytest.raises(ArgumentError, match="graph of this lab"):
         lab.evaluate(g.build().native, dataset())
+    with pytest.raises(ArgumentError, match="0 runs the cases here"):
+        lab.evaluate(g, dataset(), workers=-1)
     with pytest.raises(ArgumentError, match="no evaluation of that id"):
         lab.evaluation("nope")
     assert lab.store.evaluations() == [] and lab.runs() == []
