@@ -8,9 +8,10 @@ store's evaluation tables (lab/store/evals.py). Its life:
 2. each case without a run gets one (`batch.inputs.start_input`: the case's `inputs` start it as
    `lab.map` starts an input, with `entry=` for a state);
 3. the unfinished runs are driven: in this process (`workers=0`) or on Ray (`workers=n`);
-4. each case whose run ended and that is not recorded yet is scored (scoring.py) and recorded
-   with its scores in one transaction: `scored` (done), `failed` (failed or cancelled), or
-   `waiting` (parked at a gate: not a failure; approve it, then `evaluation.run()` again).
+4. as runs stop, a chunk of cases at a time (`SCORE_CHUNK`), each case whose run ended and that is
+   not recorded yet is scored (scoring.py) and recorded with its scores, the chunk in one
+   transaction: `scored` (done), `failed` (failed or cancelled), or `waiting` (parked at a gate:
+   not a failure; approve it, then `evaluation.run()` again); what is left is scored at the end.
 
 A recorded `scored` or `failed` case is never run or scored again, so an evaluation continued after
 a restart does only what was left.
@@ -109,7 +110,9 @@ def evaluate(
             "(Dataset(name=..., cases=[Case(inputs=..., expected_output=...)], evaluators=[...]))"
         )
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 0:
-        raise ArgumentError(f"lab.evaluate(workers={workers!r}): 0 runs the cases here, n >= 1 on n Ray workers")
+        raise ArgumentError(
+            f"lab.evaluate(workers={workers!r}): 0 runs the cases here, n >= 1 on n Ray workers"
+        )
     extra = list(evaluators)
     wrong = [e for e in extra if not isinstance(e, pe.evaluators.Evaluator)]
     if wrong:
@@ -213,9 +216,8 @@ class Evaluation:
         stopped: list[int] = []
         chunk = max(1, min(SCORE_CHUNK, len(run_ids) // 8))
 
-        def on_run(
-            run_id: str,
-        ) -> None:  # score as runs stop, a chunk at a time (each read folds the journal)
+        def on_run(run_id: str) -> None:
+            """Score as runs stop, a chunk at a time (`SCORE_CHUNK`)."""
             stopped.append(index[run_id])
             if len(stopped) >= chunk:
                 self._score(run_ids, stopped)
