@@ -27,6 +27,7 @@ from ..errors import StoreError, StoreLockedError
 from .base import Store
 from .duckdb_calls import DuckDBCalls
 from .duckdb_effects import DuckDBEffects
+from .duckdb_evals import DuckDBEvals
 from .duckdb_files import CONFIG, MEMORY, OPEN, OPEN_LOCK, FileLease, not_writable, release
 from .duckdb_fold import JournalFold
 from .duckdb_jobs import DuckDBJobs
@@ -88,7 +89,9 @@ def _close_all_at_exit() -> None:
             log.exception("could not close the store %s at exit", store.path)
 
 
-class DuckDBStore(DuckDBReads, JournalFold, SchemaChecks, FileLease, DuckDBJobs, DuckDBEffects, DuckDBCalls, Store):
+class DuckDBStore(
+    DuckDBReads, JournalFold, SchemaChecks, FileLease, DuckDBJobs, DuckDBEffects, DuckDBCalls, DuckDBEvals, Store
+):
     """Graph Lab's store on one DuckDB database (a file, or `:memory:` for tests)."""
 
 
