@@ -91,8 +91,10 @@ class SerialHooks:
         )
         if end is not None:
             rows.append(journal.event_row("done", node_id=node_id, checkpoint_seq=seq, payload={"output": output_json}))
-        if self.durability == "step" and end is None and self._between is None and not (journal.observers or journal.sinks):
-            # One write per boundary (issue 27 item 1): the settlement rides with the next station's
+        if end is None and self._between is None and not (journal.observers or journal.sinks):
+            # One write per boundary (issue 27 item 1), in both durabilities: batch buffered its
+            # settlement in the store only to have the next `entered` write take it along, which
+            # this does with one store call less. The settlement rides with the next station's
             # `entered`, in one transaction that is written (and synced) before that station's code
             # runs; when the engine stops instead it writes it alone (`flush_settled`) before anyone
             # hears of the step. In between only the lab's bookkeeping runs (no user code, no await),
