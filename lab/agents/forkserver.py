@@ -1,8 +1,9 @@
 """`python -m lab.agents.forkserver`: import the lab and pydantic-ai once, then fork one process per job.
 
 A lab keeps one such server per store (lab/agents/workers.py starts it on the first subprocess
-job and replaces it when it died). The lab writes one line per job on the server's stdin, the
-job's folder; the server forks a child, writes the child's identity to the folder's
+job and replaces it when it died). The lab writes one JSON line per job on the server's stdin (the
+job's folder, and the lab's environment and working directory as of that job: a pipe, never a
+file, since the environment may hold API keys); the server forks a child, writes the child's identity to the folder's
 `worker.json`, and the child runs the job exactly as `python -m lab.agents.worker FOLDER` would
 (`worker.run_job`), in its own session, so a kernel restart does not stop it. When the server
 reaps a child it writes `exit.json` (its exit code, or minus the signal that killed it).
@@ -30,11 +31,16 @@ WARM_IMPORTS = ("lab", "lab.agents.worker", "lab.agents.runtime", "lab.agents.ap
 """What the server imports once, before it forks any job (the ~1-3 s a fresh worker pays per job)."""
 
 
-def _child(folder: str, server: dict[str, Any]) -> None:
-    """In the forked child: its own session, stdin from /dev/null, output to the job's log; run the job; exit."""
+def _child(job: dict[str, Any], server: dict[str, Any]) -> None:
+    """In the forked child: its own session, the lab's environment and working directory as of this job,
+    stdin from /dev/null, output to the job's log; run the job; exit."""
     code = 1
+    folder = job["folder"]
     try:
         os.setsid()
+        os.environ.clear()
+        os.environ.update(job.get("env") or {})
+        os.chdir(job.get("cwd") or folder)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -54,9 +60,10 @@ def _child(folder: str, server: dict[str, Any]) -> None:
             os._exit(code)
 
 
-def _fork(folder: str, server: dict[str, Any], children: dict[int, str]) -> None:
+def _fork(job: dict[str, Any], server: dict[str, Any], children: dict[int, str]) -> None:
     from .files import JobFiles, identity_of
 
+    folder = job["folder"]
     files = JobFiles(folder)
     try:
         pid = os.fork()
@@ -64,7 +71,7 @@ def _fork(folder: str, server: dict[str, Any], children: dict[int, str]) -> None
         files.write_json(files.result, {"status": "FAILED", "error": {"type": "OSError", "message": f"fork failed: {exc}"}})
         return
     if pid == 0:
-        _child(folder, server)
+        _child(job, server)
     children[pid] = folder
     files.write_json(files.worker, {**identity_of(pid), "server": server})  # the child writes the same (a race either wins)
 
@@ -113,7 +120,7 @@ def main() -> int:
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
             if line.strip():
-                _fork(line.decode("utf-8"), server, children)
+                _fork(json.loads(line), server, children)
 
 
 if __name__ == "__main__":

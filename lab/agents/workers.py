@@ -15,6 +15,7 @@ kernel restart. A platform without `os.fork` starts a fresh worker per job.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import signal
 import subprocess
@@ -61,12 +62,13 @@ class ForkServer:
     def pid(self) -> int:
         return self.proc.pid
 
-    def submit(self, folder: str) -> bool:
-        """Ask the server to fork the job in `folder`; False when it is gone."""
+    def submit(self, folder: str, env: dict[str, str]) -> bool:
+        """Ask the server to fork the job in `folder` with `env` and this working directory; False when it is gone."""
         if self.proc.poll() is not None or self.proc.stdin is None:
             return False
         try:
-            self.proc.stdin.write(folder.encode("utf-8") + b"\n")
+            line = json.dumps({"folder": folder, "env": env, "cwd": os.getcwd()})
+            self.proc.stdin.write(line.encode("utf-8") + b"\n")
             self.proc.stdin.flush()
         except OSError:
             return False
@@ -160,7 +162,7 @@ def start_worker(files: JobFiles, store_folder: str, closed: Callable[[], bool])
     if hasattr(os, "fork"):
         for _ in range(2):  # a server found dead as the job is handed over is replaced once
             srv = _server_for(store_folder, env, closed)
-            if srv.submit(str(files.folder)):
+            if srv.submit(str(files.folder), env):
                 return ForkedJob(files, srv)
     with open(files.folder / "worker.log", "wb") as log:
         return subprocess.Popen(
