@@ -112,3 +112,27 @@ def test_cancel_of_a_job_on_the_warm_server_kills_and_reaps_only_that_job(lab, r
     assert alive(worker["server"])
     after = _probe(lab)
     assert _worker(after)["server"]["pid"] == worker["server"]["pid"]
+
+
+def test_a_job_whose_server_died_before_forking_it_is_lost_and_the_next_gets_a_new_server(lab):
+    """The server is stopped (SIGSTOP) so it cannot fork the next job, then SIGKILLed with that job
+    handed to it: nobody ran the job, and nobody can tell, so it is LOST, never resubmitted on its own;
+    the job after it starts a new server and runs."""
+    first = _probe(lab, "first")
+    server = _worker(first)["server"]
+    os.kill(server["pid"], signal.SIGSTOP)
+    try:
+        lab.agents.register("probe", target="tests.agents.agent_defs:probe", runner="subprocess")
+        g = declare(lab, runtime="probe", name="orphaned")
+        run = g.start(g.nodes["Outline"]())
+        t = threading.Thread(target=run.run)
+        t.start()
+        _until(lambda: run.job is not None and run.job.status == "ADMITTED")
+    finally:
+        os.kill(server["pid"], signal.SIGKILL)
+    t.join(60)
+    assert not t.is_alive()
+    assert run.job.status == "LOST" and "exit code unknown" in run.job.error["message"]
+    assert run.status == "waiting" and len(lab.agents.jobs(run_id=run.id)) == 1
+    after = _probe(lab, "after")
+    assert after.status == "SUCCEEDED" and _worker(after)["server"]["pid"] != server["pid"]
