@@ -125,6 +125,10 @@ class ForkedJob:
         deadline = time.monotonic() + REAP_GRACE
         while self.identity() is None and self.server.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)  # the server writes the pid right after it forks
+        if self.identity() is None and self.server.proc.poll() is None:
+            self.server.proc.kill()  # it took the job but did not fork it: it never will now (the next job replaces it)
+            self.server.proc.wait(timeout=REAP_GRACE)
+            self._identity = None  # it may have forked the job as it died: the child's own worker.json says so
         identity = self.identity()
         if identity is not None and alive(identity):
             try:

@@ -40,6 +40,21 @@ def _probe(lab, name: str = "probe"):
     return run.job
 
 
+def _handed_over(pid: int) -> bool:
+    """Whether a job's line waits unread in server `pid`'s stdin (the lab handed the job over)."""
+    import array
+    import fcntl
+    import termios
+
+    fd = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        pending = array.array("i", [0])
+        fcntl.ioctl(fd, termios.FIONREAD, pending)
+        return pending[0] > 0
+    finally:
+        os.close(fd)
+
+
 def _worker(job) -> dict:
     return job.record.worker or {}
 
@@ -127,12 +142,40 @@ def test_a_job_whose_server_died_before_forking_it_is_lost_and_the_next_gets_a_n
         run = g.start(g.nodes["Outline"]())
         t = threading.Thread(target=run.run)
         t.start()
-        _until(lambda: run.job is not None and run.job.status == "ADMITTED")
+        _until(lambda: _handed_over(server["pid"]))
+        assert run.job.status == "ADMITTED"
     finally:
         os.kill(server["pid"], signal.SIGKILL)
     t.join(60)
     assert not t.is_alive()
     assert run.job.status == "LOST" and "exit code unknown" in run.job.error["message"]
     assert run.status == "waiting" and len(lab.agents.jobs(run_id=run.id)) == 1
+    after = _probe(lab, "after")
+    assert after.status == "SUCCEEDED" and _worker(after)["server"]["pid"] != server["pid"]
+
+
+def test_cancel_of_a_job_its_server_has_not_forked_stops_that_server(lab):
+    """Containment before CANCELLED: a job handed to a server that has not forked it (stopped here) is
+    cancelled by stopping that server, so the job can never start after CANCELLED; the next job gets
+    a new server."""
+    first = _probe(lab, "first")
+    server = _worker(first)["server"]
+    os.kill(server["pid"], signal.SIGSTOP)
+    try:
+        lab.agents.register("probe", target="tests.agents.agent_defs:probe", runner="subprocess")
+        g = declare(lab, runtime="probe", name="never-forked")
+        run = g.start(g.nodes["Outline"]())
+        t = threading.Thread(target=run.run)
+        t.start()
+        _until(lambda: _handed_over(server["pid"]))
+        assert run.job.status == "ADMITTED"
+        run.job.cancel("not needed")
+        t.join(60)
+        assert not t.is_alive()
+        assert run.job.transitions()[-2:] == ["CANCELLING", "CANCELLED"] and run.status == "failed"
+        assert not alive(server)
+    finally:
+        if alive(server):
+            os.kill(server["pid"], signal.SIGKILL)
     after = _probe(lab, "after")
     assert after.status == "SUCCEEDED" and _worker(after)["server"]["pid"] != server["pid"]
