@@ -22,6 +22,8 @@ __all__ = (
     "JOB_LINE_SEEN", "job_events_insert", "job_transition", "list_jobs",
     "EFFECT_COLS", "EFFECT", "EFFECT_INSERT", "EFFECT_RESTART", "EFFECT_FINISH", "EFFECTS", "EFFECTS_OF_RUN",
     "CALL_COLS", "CALLS_TABLE", "CALLS_OF_RUN", "call_attempt", "CALLS_IN_LINEAGE", "recorded_calls",
+    "EVAL_COLS", "EVAL_CASE_COLS", "EVAL_SCORE_COLS", "EVALUATION", "EVALUATIONS", "EVAL_INSERT", "EVAL_CASES",
+    "EVAL_SCORES", "EVAL_CASE_DELETE", "EVAL_SCORES_DELETE", "EVAL_CASE_INSERT", "EVAL_SCORE_INSERT",
 )  # fmt: skip
 
 RUN_COLS = (
@@ -239,3 +241,21 @@ def recorded_calls(n_runs: int, *, node: bool) -> str:
         + (" AND node_id = ?" if node else "")
         + " ORDER BY created_at DESC, call_id DESC"
     )
+# -- evaluations (lab/evaluate/, store/evals.py) ---------------------------------------------
+
+EVAL_COLS = "evaluation_id, dataset, graph_key, revision, cases, spec, created_at"
+EVAL_CASE_COLS = (
+    "evaluation_id, case_index, case_name, run_id, status, output, expected, duration, usage, error, updated_at"
+)
+EVAL_SCORE_COLS = "evaluation_id, case_index, name, kind, value, reason, evaluator"
+EVALUATION = f"SELECT {EVAL_COLS} FROM evaluations WHERE evaluation_id = ?"
+EVALUATIONS = f"SELECT {EVAL_COLS} FROM evaluations ORDER BY created_at, evaluation_id"
+EVAL_INSERT = f"INSERT INTO evaluations ({EVAL_COLS}) VALUES (?, ?, ?, ?, ?, {{json}}, ?)"
+EVAL_CASES = f"SELECT {EVAL_CASE_COLS} FROM eval_cases WHERE evaluation_id = ? ORDER BY case_index"
+EVAL_SCORES = f"SELECT {EVAL_SCORE_COLS} FROM eval_scores WHERE evaluation_id = ? ORDER BY case_index, name"
+EVAL_CASE_DELETE = "DELETE FROM eval_cases WHERE evaluation_id = ? AND case_index = ?"
+EVAL_SCORES_DELETE = "DELETE FROM eval_scores WHERE evaluation_id = ? AND case_index = ?"
+EVAL_CASE_INSERT = (
+    f"INSERT INTO eval_cases ({EVAL_CASE_COLS}) VALUES (?, ?, ?, ?, ?, {{json}}, {{json}}, ?, {{json}}, ?, ?)"
+)
+EVAL_SCORE_INSERT = f"INSERT INTO eval_scores ({EVAL_SCORE_COLS}) VALUES (?, ?, ?, ?, {{json}}, ?, ?)"
