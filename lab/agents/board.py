@@ -13,8 +13,6 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +33,7 @@ from .observations import Observations
 from .outcomes import error_json, outcome_of, stored_outcome
 from .ownership import follow_row, owner_of, runner_state
 from .runtime import binding_for, check_binding
+from .workers import exit_description, start_worker
 
 if TYPE_CHECKING:
     from ..lab import Lab
@@ -45,7 +44,7 @@ __all__ = ("AgentBoard", "board_for", "recover_jobs")
 
 log = logging.getLogger(__name__)
 
-_orphans: list[subprocess.Popen[bytes]] = []
+_orphans: list[Any] = []
 """Workers still running when their watch ended (a lab closed under them): kept so they are not reaped noisily."""
 
 
@@ -80,7 +79,8 @@ class AgentBoard(Cancelling):
         self._runtimes: dict[str, Runtime] = {}
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         """Jobs this process runs or watches, by request id."""
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._procs: dict[str, Any] = {}
+        """Worker handles (a forked job, or a Popen), by request id."""
         self._done: dict[str, concurrent.futures.Future[dict[str, Any] | None]] = {}
         """Each job's completion; its result is the outcome when this process recorded the terminal that won."""
         self._cancelling: set[str] = set()
@@ -528,21 +528,11 @@ class AgentBoard(Cancelling):
     async def _run_worker(self, rec: JobRecord, rt: Runtime, files: JobFiles) -> None:
         rid = rec.request_id
         files.write_json(files.request, {"request_id": rid, "target": rt.target, "request": rec.request})
-        env = dict(os.environ)
-        paths = [os.getcwd(), *[p for p in sys.path if p and os.path.isdir(p)]]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-        log_file = open(files.folder / "worker.log", "wb")  # noqa: SIM115 - the child holds it
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "lab.agents.worker", str(files.folder)],
-                stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                start_new_session=True,  # a kernel restart does not stop the worker
-            )  # fmt: skip
+        try:  # forked from this store's warm fork server (lab/agents/workers.py)
+            proc = start_worker(files, self.folder, lambda: self.store.closed)
         except OSError as exc:
             self.deliver(rid, "FAILED", error=error_json(exc))
             return
-        finally:
-            log_file.close()
         self._procs[rid] = proc
         try:
             await self._watch(rec, files, proc)
@@ -555,7 +545,7 @@ class AgentBoard(Cancelling):
             if proc.poll() is None:  # cancelled while it ran: it outlives this watch (never left unreaped)
                 _orphans.append(proc)
 
-    async def _watch(self, rec: JobRecord, files: JobFiles, proc: subprocess.Popen[bytes] | None) -> None:
+    async def _watch(self, rec: JobRecord, files: JobFiles, proc: Any) -> None:
         """Follow a worker's folder: its transitions, messages and usage, then its result or its death."""
         rid = rec.request_id
         timeout = rec.request.get("timeout")
@@ -576,8 +566,7 @@ class AgentBoard(Cancelling):
                     return  # a person's cancel killed it: the cancel records CANCELLED once it is gone
                 if files.read_json(files.result) is not None:
                     continue  # it finished as it exited
-                code = proc.returncode if proc is not None else None
-                how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with {code}"
+                how = exit_description(proc)
                 self.deliver(rid, "LOST", error={"message": f"the worker process ({how}) died without a result"}, by="watcher")
                 return
             if deadline is not None and time.monotonic() > deadline:

@@ -26,7 +26,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -55,7 +54,7 @@ class Cancelling:
     store: Any
     folder: str
     _tasks: dict[str, asyncio.Task[Any]]
-    _procs: dict[str, subprocess.Popen[bytes]]
+    _procs: dict[str, Any]
     _done: dict[str, concurrent.futures.Future[Any]]
     _cancelling: set[str]
 

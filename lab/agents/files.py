@@ -4,6 +4,7 @@
                               worker.json      the worker's pid, host and process start time
                               progress.ndjson  PREPARING, RUNNING, agent messages, usage: one JSON line each
                               result.json      the worker's terminal (SUCCEEDED or FAILED), written atomically
+                              exit.json        a forked worker's exit code, written by the fork server that reaped it
 
 The worker never touches the store: it needs no DuckDB lock, so it finishes while the kernel
 that started it restarts, and whichever lab process opens the store next adopts `result.json`
@@ -18,7 +19,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-__all__ = ("JobFiles", "process_identity", "alive")
+__all__ = ("JobFiles", "process_identity", "identity_of", "alive")
 
 
 class JobFiles:
@@ -42,6 +43,10 @@ class JobFiles:
     @property
     def result(self) -> Path:
         return self.folder / "result.json"
+
+    @property
+    def exit(self) -> Path:
+        return self.folder / "exit.json"
 
     def write_json(self, path: Path, data: Any) -> None:
         """Atomically: a reader sees the whole file or none of it."""
@@ -90,7 +95,11 @@ def _start_time(pid: int) -> str | None:
 
 def process_identity() -> dict[str, Any]:
     """This process: pid, host and start time."""
-    pid = os.getpid()
+    return identity_of(os.getpid())
+
+
+def identity_of(pid: int) -> dict[str, Any]:
+    """Process `pid` of this host: pid, host and start time."""
     return {"pid": pid, "host": socket.gethostname(), "start": _start_time(pid)}
 
 

@@ -2,7 +2,8 @@
 
 The worker reads `request.json`, reports its progress line by line and writes its terminal to
 `result.json` (see `files.py`); it never opens the store. It runs in its own session, so a
-kernel restart does not stop it.
+kernel restart does not stop it. A lab's fork server (`forkserver.py`) runs `run_job` in a
+process it forked, with the lab and pydantic-ai imported already.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ from typing import Any
 from .files import JobFiles, process_identity
 from .outcomes import error_json
 
+__all__ = ("main", "run_job")
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m lab.agents.worker JOB_FOLDER", file=sys.stderr)
-        return 2
-    files = JobFiles(argv[0])
+
+def run_job(folder: str, server: dict[str, Any] | None = None) -> int:
+    """Run the job in `folder` in this process; `server` is the fork server that forked it, if any."""
+    files = JobFiles(folder)
     spec = files.read_json(files.request)
-    files.write_json(files.worker, process_identity())
-    files.append({"status": "PREPARING", "worker": process_identity()})
+    identity = {**process_identity(), **({"server": server} if server else {})}
+    files.write_json(files.worker, identity)
+    files.append({"status": "PREPARING", "worker": identity})
     try:
         from .runtime import load_target, run_request
 
@@ -39,6 +41,13 @@ def main(argv: list[str]) -> int:
         return 1
     files.write_json(files.result, {"status": "SUCCEEDED", "output": output, "usage": usage})
     return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m lab.agents.worker JOB_FOLDER", file=sys.stderr)
+        return 2
+    return run_job(argv[0])
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ no network, no sleep), timed three ways, round-robin so machine noise hits them 
 * `station_task` — a run of a one-station graph whose station is delegated to that agent as an
   asyncio task: park (job QUEUED, waiting checkpoint and wait), job ADMITTED → PREPARING →
   RUNNING → SUCCEEDED with its messages and usage recorded, adoption, route, End — on a DuckDB file;
-* `station_subprocess` — the same with the job in a worker subprocess (a Python start, an import
-  of pydantic-ai and the agent, the job folder, the watch).
+* `station_subprocess` — the same with the job in a worker subprocess, forked from the lab's warm
+  fork server (the first such job of the bench starts the server: a Python start and the import of
+  the lab and pydantic-ai; each job then a fork, an import of the agent's module, the job folder,
+  the watch).
 
 It prints the median and minimum per variant, each median's ratio to the agent's, and issue 27 item
 4's target (the agent's median + 10 ms in process; 1.5 s in a worker), "no" where a median misses it.

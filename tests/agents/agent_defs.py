@@ -87,3 +87,17 @@ asker = Agent(FunctionModel(_asks), output_type=Plan, name="asker")
 def send(to: str) -> str:
     """Send the outline somewhere (a person approves each call)."""
     return f"sent to {to}"
+
+
+_probed: list[int] = []
+"""The probe's calls in this process: a module's state, to show what a next job does not inherit."""
+
+
+def _probe(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The process it ran in: GRAPHLAB_TEST_MARK as the title, its pid and its calls so far as points."""
+    _probed.append(os.getpid())
+    title = os.environ.get("GRAPHLAB_TEST_MARK", "")
+    return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {"title": title, "points": [str(os.getpid()), str(len(_probed))]})])
+
+
+probe = Agent(FunctionModel(_probe), output_type=Plan, name="probe")
