@@ -446,6 +446,10 @@ class StoredRun:
         """Checkpoint seq -> the station that settled into it."""
         return self._store.settled_stations(self.id)
 
+    def calls(self) -> list[Any]:
+        """The recorded calls of the run's stations, oldest first (docs/replay.md)."""
+        return self._store.calls(self.id) if hasattr(self._store, "calls") else []
+
     def manifest(self) -> Any:
         """The pinned manifest of the run's graph revision (stations and edges), or None."""
         rec = self.record
