@@ -121,12 +121,16 @@ def _station_at(entries: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
 
 def _with_calls(run: StoredRun, first: dict[str, Any] | None) -> dict[str, Any] | None:
     """The first differing station with its recorded calls (`calls`: live or replayed, docs/replay.md):
-    those its run's stations made at that station from that checkpoint, every try of it."""
+    those of the try that settled into its checkpoint (a rewound branch's try from the same checkpoint
+    is not this one); every try from that checkpoint when no `settled` event names it."""
     if first is None:
         return None
     owner = run if first["run"] == run.id else run.read(first["run"])
+    tries = {e.attempt for e in owner.events("settled") if e.checkpoint_seq == first["seq"] and e.node_id == first["station"]}
     calls = [
-        call_data(c) for c in owner.calls() if c.node_id == first["station"] and c.checkpoint_seq == first["from_seq"]
+        call_data(c)
+        for c in owner.calls()
+        if c.node_id == first["station"] and c.checkpoint_seq == first["from_seq"] and (not tries or c.attempt in tries)
     ]
     return {**first, "calls": calls}
 

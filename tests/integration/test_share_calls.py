@@ -4,6 +4,7 @@ On a real DuckDB file with the five-station agent workflow of tests/agents/repla
 exported run carries its calls (live, then replayed after a rewind, with the tokens saved, the
 station and the checkpoint each came from); a fork whose Review prompt changed compares with its
 parent, the first differing station (Review) showing each side's recorded call, the fork's live;
+on a rewound run only the calls of the try on the compared branch are shown;
 a call named with markup is escaped in the comparison's HTML and in the page's data block.
 """
 
@@ -73,6 +74,22 @@ def test_the_comparison_shows_the_first_differing_stations_calls(lab, tmp_path) 
     assert "its recorded calls (1)" in html and "● live" in html
     page = (lab.export_html([run, fork], tmp_path / "cmp.html")).read_text()
     assert page.count('class="gl-calls-first"') == 2
+
+
+def test_the_first_station_shows_the_calls_of_the_try_on_its_branch(lab) -> None:
+    """A rewound run's head branch re-ran Draft from checkpoint 2 (replayed): compared with a fork
+    from 2, its first differing station shows that try's call, not the first branch's live one."""
+    g, _, _ = declare(lab)
+    run = g.start(g.nodes["Research"](), state=Article())
+    run.run()
+    run.rewind(2)
+    run.run()
+    fork = run.fork(2, state=Article(tone="warm", notes=list(run.history()[2].state["notes"])))
+    fork.run()
+    cmp = lab.compare(run, fork)
+    assert cmp.first_a["station"] == cmp.first_b["station"] == "Draft"
+    assert [(c["mode"], c["cp"]) for c in cmp.first_a["calls"]] == [("replayed", 2)]
+    assert [c["mode"] for c in cmp.first_b["calls"]] == ["replayed"]
 
 
 @dataclass
