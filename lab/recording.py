@@ -58,6 +58,7 @@ __all__ = (
     "Recordings",
     "scrubbed",
     "note_new_run",
+    "surface_job_calls",
 )
 
 ReplayMode = Literal["auto", "strict", "off"]
@@ -393,6 +394,30 @@ def station_calls() -> StationCalls | None:
         store, run.id, ctx.node_id, run.head, run=run
     )  # no read: the head the try entered from
     return ctx.calls
+
+
+def surface_job_calls(run: Any, node_id: str) -> None:
+    """A delegated station took its job's outcome in: each call its job recorded (rows of `calls` written
+    while the run was parked, with no `recorded` event: a station's own calls and events are written
+    together) becomes a `recorded` event of the run now (`"job": true`), held for the station's
+    settlement like its own calls'. Each call once: a call that has its event is skipped."""
+    run = run if run is not None else running_run.get()
+    store = getattr(getattr(run, "lab", None), "store", None)
+    if store is None or not hasattr(store, "calls"):
+        return
+    new = [c for c in store.calls(run.id) if c.node_id == node_id]
+    if not new:
+        return
+    seen = {(e.payload or {}).get("call") for e in store.events(run.id, kind="recorded")}
+    for c in new:
+        if c.call_id in seen:
+            continue
+        payload = {
+            "call": c.call_id, "kind": c.kind, "name": c.name, "index": c.call_index, "mode": c.mode,
+            "tokens": c.tokens, "saved_tokens": c.tokens if c.mode == "replayed" else 0,
+            "ms": round(c.ms or 0.0, 3), "job": True,
+        }  # fmt: skip
+        run.record_event("recorded", node_id=node_id, payload=payload, sync=False)
 
 
 # -- recorded functions ------------------------------------------------------------------------
