@@ -373,11 +373,19 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
             sink(batch)
 
     def record_event(
-        self, kind: str, *, node_id: str | None = None, payload: dict[str, Any] | None = None, sync: bool = True
+        self,
+        kind: str,
+        *,
+        node_id: str | None = None,
+        payload: dict[str, Any] | None = None,
+        sync: bool = True,
+        rows: Sequence[dict[str, Any]] = (),
     ) -> None:
         """Write one event of this run at its head, through to the journal (a subgraph's link); `sync=False`
-        holds it for the run's next write, as `durability="batch"` holds a boundary (a recorded call's event)."""
-        self._write([self._event_row(kind, node_id=node_id, checkpoint_seq=self._head, payload=payload)], sync=sync)
+        holds it for the run's next write, as `durability="batch"` holds a boundary (a recorded call's event).
+        `rows`: store rows that go in the same transaction, before the event (a recorded call's row)."""
+        event = self._event_row(kind, node_id=node_id, checkpoint_seq=self._head, payload=payload)
+        self._write([*rows, event] if rows else [event], sync=sync)
 
     def record_progress(self, node_id: str, value: Any, details: dict[str, Any]) -> None:
         """A `progress` event from the node in flight (`report_progress`), written and streamed at once."""
