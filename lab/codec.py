@@ -208,6 +208,8 @@ class SnapshotCodec:
         self.output_type = output_type
         self._node_classes = dict(nodes)
         self._nodes: dict[str, NodeCodec | InputCodec] = dict(inputs or {})
+        self._by_class: dict[type, NodeCodec] = {}
+        """Node classes already encoded once: their codec, found by the class alone (the hot path)."""
 
     @cached_property
     def _state(self) -> TypeAdapter[Any]:
@@ -275,6 +277,9 @@ class SnapshotCodec:
             ) from exc
 
     def encode_node(self, node: Any) -> PendingStation:
+        known = self._by_class.get(type(node))
+        if known is not None:
+            return known.encode(node)
         if isinstance(node, TaskInput):
             return self.node(node.node_id).encode(node)
         if isinstance(node, Task):
@@ -294,7 +299,11 @@ class SnapshotCodec:
             }
             return PendingStation(node.node_id, inner.fields, meta)
         node_id = type(node).get_node_id() if hasattr(type(node), "get_node_id") else type(node).__name__
-        return self.node(node_id).encode(node)
+        codec = self.node(node_id)
+        station = codec.encode(node)  # refuses a class that is not the one declared under node_id
+        if isinstance(codec, NodeCodec):
+            self._by_class[type(node)] = codec
+        return station
 
     def decode_node(self, station: PendingStation, *, run_id: str | None = None, seq: int | None = None) -> Any:
         decoded = self.node(station.node_id, run_id=run_id, seq=seq).decode(station.fields, run_id=run_id, seq=seq)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .adopt import AdoptedGraph
     from .agents.board import AgentBoard
     from .batch import Batch
+    from .evaluate import Comparison, Evaluation
     from .subroutine.compile import SubroutineGraph
     from .workflow.compile import WorkflowGraph
 from .store import MEMORY, Store, is_postgres_url, open_location, redact
@@ -406,7 +407,7 @@ class Lab:
         """
         from .batch.batch import start_batch
 
-        batch = start_batch(self, graph, inputs, entry=entry, name=name)
+        batch = start_batch(self, graph, inputs, entry=entry, name=name, ship=workers != 0)
         return batch.run(workers=workers, address=address, deps=deps, progress=progress)
 
     def batch(self, batch_id: str) -> Batch:
@@ -416,6 +417,42 @@ class Lab:
         if not isinstance(batch_id, str) or not batch_id:
             raise ArgumentError(f"lab.batch({batch_id!r}): a batch id is a str like 'batch-18c3f0a1b2c-1a2b3c'")
         return open_batch(self, batch_id)
+
+    def evaluate(
+        self,
+        graph: Any,
+        dataset: Any,
+        *,
+        evaluators: Iterable[Any] = (),
+        entry: Any = None,
+        name: str | None = None,
+        workers: int = 0,
+        address: str | None = None,
+        deps: Any = None,
+        progress: bool = True,
+    ) -> Evaluation:
+        """One run of `graph` per case of a `pydantic_evals.Dataset`, scored by its evaluators and
+        `evaluators`; returns the evaluation (a table and a plot). `workers=0` runs the cases here,
+        `workers=n` on Ray (as `lab.map`). Scores, assertions, durations and tokens go to the store,
+        linked to each case's run; the same call again (also after a kernel restart) continues the
+        unfinished cases. Cases parked at a gate are `waiting`. See docs/evaluate.md.
+        """
+        from .evaluate import evaluate
+
+        return evaluate(self, graph, dataset, evaluators=list(evaluators), entry=entry, name=name,
+                        workers=workers, address=address, deps=deps, progress=progress)  # fmt: skip
+
+    def evaluation(self, evaluation_id: str) -> Evaluation:
+        """An evaluation in the store, by id (to show or compare; `lab.evaluate` continues one)."""
+        from .evaluate import open_evaluation
+
+        return open_evaluation(self, evaluation_id)
+
+    def compare_evaluations(self, before: Evaluation | str, after: Evaluation | str) -> Comparison:
+        """Two evaluations of one data set side by side: per-case changes, the cases that got worse, a plot."""
+        from .evaluate import compare_evaluations
+
+        return compare_evaluations(self, before, after)
 
     def waiting(self) -> list[WaitRecord]:
         """Every unanswered wait in the store: the runs that need a person (or a capability)."""

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .attempts import wait_attempt
 from .budgets import Budgets
 from .display_hooks import show
 from .engine.loop import LoopBlockedError, run_sync
@@ -101,6 +102,9 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
         """The StationContext that answers the head's wait, armed for the next station only."""
         self._head_waits: list[WaitRecord] = []
         """A parallel run's waits at the head when several branches parked in one step."""
+        self._park_attempts: dict[str, int | None] = {}
+        """The attempt each wait this handle parked on carries in its `waiting` event, by owner: its verdict
+        names it without reading the run's events back (a read folds the journal: milliseconds, issue 27)."""
         self._resume_tasks: dict[int | None, Any] = {}
         """A parallel run's answered waits by task id, armed for the next step only."""
         self._task_contexts: dict[int, Any] = {}
@@ -573,6 +577,13 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
     ) -> dict[str, Any]:
         """The journal row of the run's next event (`Journal.event_row`)."""
         return self._journal.event_row(kind, node_id=node_id, attempt=attempt, checkpoint_seq=checkpoint_seq, payload=payload)
+
+    def _wait_attempt(self, owner: str) -> int | None:
+        """The attempt of the station try that parked on wait `owner` (`attempts.wait_attempt`): known
+        when this handle parked it, else read from the run's `waiting` events (a run reopened here)."""
+        if owner in self._park_attempts:
+            return self._park_attempts[owner]
+        return wait_attempt(lambda: self.lab.store.events(self.id, kind="waiting"), owner)
 
     def _write(self, rows: list[dict[str, Any]], *, sync: bool) -> None:
         """Write `rows` as one journal transaction, unless they come from a loop abandoned under this run."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic_graph import EndMarker
@@ -33,8 +33,9 @@ class SerialHooks:
     """The station whose held-back settlement a failed write dropped (it is then recorded failed)."""
 
     def entered(self: Run, *, node_id: str) -> int | None:  # type: ignore[misc]
-        attempt = self._journal.next_ev
-        rows = [self._event_row("entered", node_id=node_id, attempt=attempt, checkpoint_seq=self._head)]
+        journal = self._journal
+        attempt = journal.next_ev
+        rows = [journal.event_row("entered", node_id=node_id, attempt=attempt, checkpoint_seq=self._head)]
         if self._status != "running":
             self._status = "running"
             rows.append(self.lab.store.update_row(self.id, status="running", head_seq=self._head))
@@ -43,8 +44,10 @@ class SerialHooks:
         # interrupted. In batch mode this one `os.write` also carries the settlements buffered
         # since, so a kill loses no settled boundary either; batch saves the settlement's own write.
         # In step mode it carries the previous station's settlement (see `settled`): one write.
+        if self._fence:  # a loop was abandoned under this run: nothing from its thread is written
+            self._check_fence()
         try:
-            self._write(rows, sync=True)
+            journal.write(rows, sync=True)
         except StoreError as exc:
             if not self._settlement_refused(exc):
                 raise
@@ -55,34 +58,43 @@ class SerialHooks:
 
     def settled(self: Run, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> None:  # type: ignore[misc]
         codec = self._built.codec
+        journal = self._journal
         stations = [codec.encode_node(n) for n in successors]
         output_json = codec.encode_output(end.value) if end is not None else None
         state_json = codec.encode_state(self._state)
         seq = self._next_cp
+        head = self._head
         status: Status = "done" if end is not None else "running"
-        cp_row = {
-            "t": "cp",
-            "run_id": self.id,
-            "seq": seq,
-            "parent_seq": self._head,
-            "status": status,
-            "state": state_json,
-            "next": [st.to_json() for st in stations],
-            "output": output_json,
-            "created_at": time.time(),
-            "counters": self._settled_counters() if self._counters else None,
-        }
-        ms = round((time.perf_counter() - self._inflight_started) * 1000, 3)
-        rows = [
-            *self._warning_rows(node_id, attempt),
-            cp_row,
-            self._event_row("settled", node_id=node_id, attempt=attempt, checkpoint_seq=seq, payload={"ms": ms, "next": [s.node_id for s in stations]}),
-        ]
+        station, self._station = self._station, None
+        rows = self._warning_rows(node_id, attempt, station.notes) if station is not None and station.notes else []
+        rows += (
+            {
+                "t": "cp",
+                "run_id": self.id,
+                "seq": seq,
+                "parent_seq": head,
+                "status": status,
+                "state": state_json,
+                "next": [st.to_json() for st in stations],
+                "output": output_json,
+                "created_at": time.time(),
+                "counters": self._settled_counters() if self._counters else None,
+            },
+            journal.event_row(
+                "settled",
+                node_id=node_id,
+                attempt=attempt,
+                checkpoint_seq=seq,
+                # ms to 3 decimals (round() is a slow call on the hot path)
+                payload={"ms": int((time.perf_counter() - self._inflight_started) * 1e6 + 0.5) / 1000, "next": [s.node_id for s in stations]},
+            ),
+        )
         if end is not None:
-            rows.append(self._event_row("done", node_id=node_id, checkpoint_seq=seq, payload={"output": output_json}))
-        journal = self._journal
-        if self.durability == "step" and end is None and self._between is None and not (journal.observers or journal.sinks):
-            # One write per boundary (issue 27 item 1): the settlement rides with the next station's
+            rows.append(journal.event_row("done", node_id=node_id, checkpoint_seq=seq, payload={"output": output_json}))
+        if end is None and self._between is None and not (journal.observers or journal.sinks):
+            # One write per boundary (issue 27 item 1), in both durabilities: batch buffered its
+            # settlement in the store only to have the next `entered` write take it along, which
+            # this does with one store call less. The settlement rides with the next station's
             # `entered`, in one transaction that is written (and synced) before that station's code
             # runs; when the engine stops instead it writes it alone (`flush_settled`) before anyone
             # hears of the step. In between only the lab's bookkeeping runs (no user code, no await),
@@ -90,7 +102,9 @@ class SerialHooks:
             # observer or a stream hears of a settlement once it is written.
             if self._fence:
                 self._check_fence()
-            journal.hold(rows, self._forget_settlement(attempt, node_id))
+            # what puts the run back at its head of now, should the held settlement's write fail
+            self._held_head = (self._state_json, seq, head, self._pending, self._resume, dict(self._tries) if self._tries else None, self._status, self._last_result, attempt, node_id)
+            journal.hold(rows, self._forget_settlement)
         else:
             self._unflushed += 1
             sync = self.durability == "step" or end is not None or self._unflushed >= self.batch_size
@@ -108,20 +122,30 @@ class SerialHooks:
         if end is not None:
             self._output = end.value
             self._output_json = output_json
-        self._last = StepResult(node_id, "done" if end is not None else "settled", seq, tuple(s.node_id for s in stations), self._output)
+        # built into a StepResult only when read (`_last`): most settlements are never looked at
+        self._last_result = (node_id, "done" if end is not None else "settled", seq, tuple(s.node_id for s in stations), self._output)
 
-    def _forget_settlement(self: Run, attempt: int, node_id: str) -> Callable[[], None]:  # type: ignore[misc]
-        """What puts the run back at its head of now, should the held settlement's write fail."""
-        head = (self._state_json, self._next_cp, self._head, self._pending, self._resume, dict(self._tries), self._status, self._last)
+    @property
+    def _last(self: Run) -> StepResult | None:  # type: ignore[misc]
+        """What the last step did (`run.step()` returns it)."""
+        last = self._last_result
+        if type(last) is tuple:
+            last = self._last_result = StepResult(*last)
+        return last
 
-        def forget() -> None:
-            self._state_json, self._next_cp, self._head, self._pending, self._resume, tries, self._status, self._last = head
-            self._tries.clear()
+    @_last.setter
+    def _last(self: Run, value: StepResult | None) -> None:  # type: ignore[misc]
+        self._last_result = value
+
+    def _forget_settlement(self: Run) -> None:  # type: ignore[misc]
+        """The held settlement's write failed: the run goes back to its head of before it."""
+        state_json, self._next_cp, self._head, self._pending, self._resume, tries, self._status, self._last_result, attempt, node_id = self._held_head
+        self._state_json = state_json
+        self._tries.clear()
+        if tries:
             self._tries.update(tries)
-            self._restore_head_state()
-            self._held_station = (attempt, node_id)
-
-        return forget
+        self._restore_head_state()
+        self._held_station = (attempt, node_id)
 
     def _settlement_refused(self: Run, exc: StoreError) -> bool:  # type: ignore[misc]
         """A write that carried a held settlement failed: record its station failed (as when its own write
@@ -144,15 +168,9 @@ class SerialHooks:
             return False
         return True
 
-    def _warning_rows(self: Run, node_id: str, attempt: int) -> list[dict[str, Any]]:  # type: ignore[misc]
+    def _warning_rows(self: Run, node_id: str, attempt: int, notes: list[dict[str, Any]]) -> list[dict[str, Any]]:  # type: ignore[misc]
         """The station's `warn()` notes as `warning` events (they ride with its settlement)."""
-        station, self._station = self._station, None
-        if station is None or not station.notes:
-            return []
-        return [
-            self._event_row("warning", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload=note)
-            for note in station.notes
-        ]
+        return [self._event_row("warning", node_id=node_id, attempt=attempt, checkpoint_seq=self._head, payload=note) for note in notes]
 
     def failed(self: Run, *, attempt: int, node_id: str, error: BaseException) -> None:  # type: ignore[misc]
         err = {

@@ -115,7 +115,8 @@ class Journal:
             if undo is not None:
                 undo()
             raise
-        self.notify()
+        if self.observers or self.sinks:
+            self.notify()
 
     def notify(self) -> None:
         """Hand the events written since the last call to the observers and sinks (their errors are logged)."""

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .attempts import wait_attempt
 from .budgets import (
     MAX_CAPABILITY_RESUMES,
     MAX_CONSECUTIVE_REQUESTS,
@@ -194,7 +193,7 @@ class Waits:
             self._event_row(
                 "verdict",
                 node_id=w.node_id,
-                attempt=wait_attempt(lambda: store.events(self.id, kind="waiting"), w.owner),
+                attempt=self._wait_attempt(w.owner),
                 checkpoint_seq=w.checkpoint_seq,
                 payload={"kind": w.kind, "owner": w.owner, **(w.resolution or {}), "answered_elsewhere": True},
             )
@@ -253,7 +252,7 @@ class Waits:
                     self._event_row(
                         "verdict",
                         node_id=wait.node_id,
-                        attempt=wait_attempt(lambda: store.events(self.id, kind="waiting"), wait.owner),
+                        attempt=self._wait_attempt(wait.owner),
                         checkpoint_seq=wait.checkpoint_seq,
                         payload={"kind": wait.kind, "owner": wait.owner, **resolution},
                     ),
@@ -470,6 +469,7 @@ class Waits:
                 )
             )
         self._write(rows, sync=True)
+        self._park_attempts = {wait.owner: item["attempt"] for item, wait in zip(items, waits, strict=True)}
         self._unflushed = 0
         self._next_cp = seq + 1
         self._head = seq

@@ -35,3 +35,24 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] \
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
     echo "$want" > "$stamp"
 fi
+
+# The evaluation tests (tests/evals, notebooks/evaluate.ipynb) need the `evals` extra. pydantic-evals
+# pins pydantic-ai-slim to its own version (2.62 today), below the newest the lab runs on in .venv,
+# so it lives in a second venv with the whole dev set at that version (docs/evaluate.md "Versions").
+# JupyterLab (from .venv) offers it as the kernel "Graph Lab (evals)", which evaluate.ipynb names.
+if [ ! -x .venv-evals/bin/python ]; then
+    echo "setup: creating .venv-evals (the evals extra: pydantic-evals and the pydantic-ai it pins)" >&2
+    python3 -m venv .venv-evals
+fi
+if [ "$(cat .venv-evals/.graph-lab-installed 2>/dev/null)" != "$want" ] \
+    || ! .venv-evals/bin/python -c "import importlib.metadata as m; m.version('graph-lab'); m.version('pydantic-evals')" 2>/dev/null; then
+    echo "setup: installing graph-lab with its dev and evals extras into .venv-evals" >&2
+    .venv-evals/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,evals]'
+    echo "$want" > .venv-evals/.graph-lab-installed
+fi
+spec=.venv/share/jupyter/kernels/graphlab-evals
+if [ ! -f "$spec/kernel.json" ] || ! grep -q "$PWD/.venv-evals/bin/python" "$spec/kernel.json"; then
+    mkdir -p "$spec"
+    printf '{"argv": ["%s", "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": "Graph Lab (evals)", "language": "python"}\n' \
+        "$PWD/.venv-evals/bin/python" > "$spec/kernel.json"
+fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Set up, check the import contracts, then run the test suite; arguments go to pytest.
+# The suite runs in .venv, then tests/evals in .venv-evals (see below).
 # Exit code: lint-imports' when a contract is broken (pyproject.toml [tool.importlinter]: an
 # import the wrong way between the lab's layers fails the run before any test), else pytest's.
 # Quiet (-q) unless the arguments choose a verbosity themselves: `test.sh -q` stays -q (with its
@@ -22,4 +23,29 @@ for arg in "$@"; do
         -q | -qq | --quiet | -v | -vv | -vvv | --verbose | --verbosity=*) quiet=() ;;
     esac
 done
-exec .venv/bin/python -m pytest "${quiet[@]}" "$@"
+# tests/evals run in .venv-evals (the evals extra pins pydantic-ai-slim/pydantic-graph to
+# pydantic-evals' version; docs/evaluate.md "Versions"), everything else in .venv on the newest.
+# Paths under tests/evals: only .venv-evals runs. Other paths: only .venv. No path: both, in turn.
+evals=0
+paths=0
+for arg in "$@"; do
+    case "$arg" in
+        tests/evals*) evals=1 ;;
+        tests* | *.py | *::*) paths=1 ;;
+    esac
+done
+if [ "$evals" -eq 1 ]; then
+    exec .venv-evals/bin/python -m pytest "${quiet[@]}" "$@"
+fi
+if [ "$paths" -eq 1 ]; then
+    exec .venv/bin/python -m pytest "${quiet[@]}" --ignore=tests/evals "$@"
+fi
+rc=0
+.venv/bin/python -m pytest "${quiet[@]}" --ignore=tests/evals "$@" || rc=$?
+echo "test.sh: the evaluation tests (tests/evals) in .venv-evals" >&2
+evals_rc=0
+.venv-evals/bin/python -m pytest "${quiet[@]}" -p no:cacheprovider "$@" tests/evals || evals_rc=$?
+if [ "$rc" -ne 0 ]; then
+    exit "$rc"
+fi
+exit "$evals_rc"

@@ -32,7 +32,7 @@ from .job import AgentJob
 from .lifecycle import LIVE, TERMINALS, allowed_from, request_digest, request_id_for
 from .node import check_result
 from .observations import Observations
-from .outcomes import error_json
+from .outcomes import error_json, outcome_of, stored_outcome
 from .ownership import follow_row, owner_of, runner_state
 from .runtime import binding_for, check_binding
 
@@ -81,8 +81,11 @@ class AgentBoard(Cancelling):
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         """Jobs this process runs or watches, by request id."""
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
-        self._done: dict[str, concurrent.futures.Future[None]] = {}
+        self._done: dict[str, concurrent.futures.Future[dict[str, Any] | None]] = {}
+        """Each job's completion; its result is the outcome when this process recorded the terminal that won."""
         self._cancelling: set[str] = set()
+        self._runs_here: set[str] = set()
+        """Jobs admitted to run as a task of this process, until that task ends: it resolves their completion."""
         self._lock = threading.RLock()
         self._listeners: list[Callable[[str], None]] = []
         self._folder: str | None = None
@@ -237,16 +240,23 @@ class AgentBoard(Cancelling):
         with self._lock:
             done = self._done.get(request_id)
         if done is not None and not done.done() and (applied or self.store.job(request_id).terminal):  # type: ignore[union-attr]
-            done.set_result(None)  # not while CANCELLING: the cancel closes it once CANCELLED commits
+            # not while CANCELLING: the cancel closes it once CANCELLED commits. The terminal that won here
+            # is the job's for good (only LOST changes again), so its outcome rides on the future, as stored
+            won = applied and status != "LOST"
+            done.set_result(stored_outcome(request_id, status, output, error) if won else None)
         self._notify(request_id)
         return applied
 
-    def completion(self, request_id: str) -> concurrent.futures.Future[None]:
-        """A future that is done when the job `request_id` has ended (any terminal), from any thread."""
+    def completion(self, request_id: str) -> concurrent.futures.Future[dict[str, Any] | None]:
+        """A future that is done when the job `request_id` has ended (any terminal), from any thread.
+
+        Its result is the job's outcome (`outcomes.outcome_of`) when this process recorded the terminal that won."""
         with self._lock:
             fut = self._done.get(request_id)
             if fut is None:
                 fut = self._done[request_id] = concurrent.futures.Future()
+            elif fut.done() or request_id in self._runs_here:
+                return fut  # ended, or run here: its task (or a cancel) resolves it, no read needed
             rec = self.store.job(request_id)
             if rec is not None and rec.terminal and not fut.done():
                 fut.set_result(None)
@@ -288,6 +298,12 @@ class AgentBoard(Cancelling):
 
     async def settle(self, run: Run, wait: WaitRecord) -> bool:
         """Await the wait's job and adopt its terminal into the wait; False if it ended LOST."""
+        rid = (wait.details or {}).get("request_id") if isinstance(wait.details, dict) else None
+        if rid is not None and self._ran_here(rid):  # it answers the wait: no retry or LOST can have replaced it
+            outcome = await self._completed(run, wait, rid)
+            if outcome is not None:
+                run.adopt_answer(wait, outcome)
+                return True
         rec = self.current(wait)
         if rec is None:
             return False
@@ -297,21 +313,31 @@ class AgentBoard(Cancelling):
                 self.admit(rid, rec)  # parked, never submitted (the process stopped in between)
             elif rid not in self._tasks:
                 self.recover_one(rec)
-            try:
-                await asyncio.wrap_future(self.completion(rid))
-            except asyncio.CancelledError:
-                if run.cancel_requested:  # cancelling the run contains its job first
-                    await _on_lab_loop(self.acancel(rid, note="the run was cancelled"))
-                    run.record_cancelled(node_id=wait.node_id)
-                elif run.timed_out is not None:  # the run's timeout ran out: its job stops with it (issue 26)
-                    await _on_lab_loop(self.acancel(rid, note=f"the run's timeout of {run.timed_out:g} s ran out"))
-                raise
+            await self._completed(run, wait, rid)
             rec = self.store.job(rid)
             assert rec is not None
         if rec.status == "LOST":
             return False
-        run.adopt_answer(wait, _outcome(rec))
+        run.adopt_answer(wait, outcome_of(rec))
         return True
+
+    def _ran_here(self, rid: str) -> bool:
+        """Job `rid` runs as a task of this process, or ended with a terminal recorded here that won (not LOST)."""
+        with self._lock:
+            done = self._done.get(rid)
+        return rid in self._runs_here or (done is not None and done.done() and done.result() is not None)
+
+    async def _completed(self, run: Run, wait: WaitRecord, rid: str) -> dict[str, Any] | None:
+        """Await job `rid`'s end: its outcome if its winning terminal was recorded here (a cancelled run contains it)."""
+        try:
+            return await asyncio.wrap_future(self.completion(rid))
+        except asyncio.CancelledError:
+            if run.cancel_requested:  # cancelling the run contains its job first
+                await _on_lab_loop(self.acancel(rid, note="the run was cancelled"))
+                run.record_cancelled(node_id=wait.node_id)
+            elif run.timed_out is not None:  # the run's timeout ran out: its job stops with it (issue 26)
+                await _on_lab_loop(self.acancel(rid, note=f"the run's timeout of {run.timed_out:g} s ran out"))
+            raise
 
     def contain(self, wait: WaitRecord) -> None:
         """The run was cancelled while parked: stop its job (no wait: called from any thread)."""
@@ -390,7 +416,7 @@ class AgentBoard(Cancelling):
         else:
             now = self.store.job(rec.request_id)
             assert now is not None
-            outcome = _outcome(now, by="person")
+            outcome = outcome_of(now, by="person")
         wait = run.wait
         if run.status != "waiting" or wait is None or wait.owner != rec.wait_owner or wait.resolution is not None:
             return  # the run that awaited the job adopted it already
@@ -424,6 +450,7 @@ class AgentBoard(Cancelling):
         with self._lock:
             self._done.setdefault(request_id, concurrent.futures.Future())
         if rt.runner == "task":
+            self._runs_here.add(request_id)
             self._start(request_id, self._run_task(rec, rt, worker))
             return
         worker["folder"] = str(files.folder)
@@ -460,13 +487,17 @@ class AgentBoard(Cancelling):
             except Exception as exc:
                 if self.store.advance_job(rid, moves) == len(moves):
                     self.deliver(rid, "FAILED", error=error_json(exc))
+                else:
+                    await self._not_mine(rid)
                 self._notify(rid)
                 return
             moves.append(("RUNNING", allowed_from("RUNNING"), False, None, {}))
             applied = self.store.advance_job(rid, moves)
             self._notify(rid)
             if applied < len(moves):  # someone else admitted it, or it was ended meanwhile
+                await self._not_mine(rid)
                 return
+            seen = Observations(lambda items: self._record_many(rid, items))  # held from the agent's start
             timeout = rec.request.get("timeout")
             try:
                 with recording_job(agent, self.store, rec):  # its model requests recorded and replayed (docs/replay.md)
@@ -486,7 +517,13 @@ class AgentBoard(Cancelling):
                 return
             self.deliver(rid, "FAILED", error=error_json(exc), seen=seen.take())
         finally:
+            self._runs_here.discard(rid)
             self._tasks.pop(rid, None)
+
+    async def _not_mine(self, rid: str) -> None:
+        """Job `rid` was not admitted here after all (another process did, or it ended): follow its row."""
+        self._runs_here.discard(rid)
+        await self._follow(rid)
 
     async def _run_worker(self, rec: JobRecord, rt: Runtime, files: JobFiles) -> None:
         rid = rec.request_id
@@ -648,10 +685,6 @@ class AgentBoard(Cancelling):
 
     def __repr__(self) -> str:
         return f"<AgentBoard runtimes={sorted(self._runtimes)} jobs in flight={sorted(self._tasks)}>"
-
-
-def _outcome(rec: JobRecord, by: str = "agent") -> dict[str, Any]:
-    return {"request_id": rec.request_id, "status": rec.status, "output": rec.output, "error": rec.error, "by": by}
 
 
 def _on_loop_thread() -> bool:

@@ -52,16 +52,18 @@ class DelegationRequired(WaitSignal):
         super().__init__(f"agent {node.runtime!r} at work", request, prior=prior)
         self.node = node
         self.request = request
+        self.job: Any = None
+        """The job's record as `before_park` stored it (QUEUED), admitted by `after_park` without a read."""
 
     def check(self, run: Any, node_id: str) -> None:
         run.lab.agents.runtime(self.node.runtime)  # exact name, else AgentRuntimeError: the station fails
 
     def before_park(self, run: Any, wait: Any) -> Any:
-        job = run.lab.agents.queue_for_wait(run, wait, self.node.runtime, self.request)
+        job = self.job = run.lab.agents.queue_for_wait(run, wait, self.node.runtime, self.request)
         return {**job.request, "request_id": job.request_id, "runtime": self.node.runtime}  # with its binding
 
     def after_park(self, run: Any, wait: Any) -> None:
-        run.lab.agents.admit(wait.details["request_id"])
+        run.lab.agents.admit(wait.details["request_id"], self.job)
 
 
 class DelegatedAgentNode(BaseNode[StateT, DepsT, Any]):

@@ -14,12 +14,13 @@ so a flaky agent is tried again as a new job (`lab.retry`).
 
 from __future__ import annotations
 
+import json
 import traceback
 from typing import Any
 
 from ..errors import RunStateError
 
-__all__ = ("JOB_ENTRY", "job_entry", "entry_job", "take_outcome", "error_json", "retry_names")
+__all__ = ("JOB_ENTRY", "job_entry", "entry_job", "take_outcome", "error_json", "retry_names", "outcome_of", "stored_outcome")
 
 JOB_ENTRY = "graph_lab:agent_job"
 """The key of a job entry in a station's answer log."""
@@ -92,3 +93,15 @@ def retry_names(outcome: dict[str, Any]) -> tuple[str, ...] | None:
         return tuple(str(n) for n in names)
     kind = error.get("type")
     return (str(kind),) if kind else ()
+
+
+def outcome_of(rec: Any, by: str = "agent") -> dict[str, Any]:
+    """What a run adopts from a job that ended (its `JobRecord`): the wait's resolution."""
+    return {"request_id": rec.request_id, "status": rec.status, "output": rec.output, "error": rec.error, "by": by}
+
+
+def stored_outcome(request_id: str, status: str, output: Any, error: Any) -> dict[str, Any]:
+    """`outcome_of` the terminal just recorded, as the store hands it back (its JSON columns round-trip), so
+    a run adopts the same value whether it reads the job back or takes what its own process recorded."""
+    stored = json.loads(json.dumps({"output": output, "error": error}))
+    return {"request_id": request_id, "status": status, "output": stored["output"], "error": stored["error"], "by": "agent"}

@@ -32,7 +32,7 @@ from .worker import NOT_DRIVEN, BatchWorker, Outcome, Seed, load_rows, store_job
 if TYPE_CHECKING:
     from ..lab import Lab
 
-__all__ = ("Batch", "BatchRow", "start_batch", "open_batch", "release_workers", "start_ray")
+__all__ = ("Batch", "BatchRow", "batch_runs", "start_batch", "open_batch", "release_workers", "start_ray")
 
 FINISHED = frozenset({"done", "failed", "cancelled"})
 """Statuses a batch does not drive again."""
@@ -64,10 +64,12 @@ def start_batch(
     *,
     entry: BaseNode[Any, Any, Any] | None = None,
     name: str | None = None,
+    ship: bool = True,
 ) -> Batch:
     """Create one run per input (nothing runs yet), for a graph of any kind: how each input starts
     its run is `inputs.start_input`'s (a state with `entry`, a `(node, state)` pair, `StartWith`,
-    or the start node's inputs)."""
+    or the start node's inputs). `ship=False`: the runs go in this process (`run(workers=0)`), so
+    the graph is not made ready for Ray workers."""
     items = list(inputs)
     if not items:
         raise ArgumentError("lab.map(graph, inputs): inputs is empty; pass one input per run")
@@ -76,21 +78,31 @@ def start_batch(
         raise ArgumentError(f"lab.map(name={name!r}): a batch's name is a non-empty str")
     if entry is not None and not isinstance(entry, BaseNode):
         raise ArgumentError(f"lab.map(entry={entry!r}): entry is the node every run starts at, say Start()")
-    shipment = Shipment.of(graph)  # a graph that cannot reach the workers is refused before any run exists
-    run_ids = [start_input(graph, item, i, entry=entry, tags={"batch": batch_id, "index": i}).id for i, item in enumerate(items)]
+    # a graph that cannot reach the workers is refused before any run exists
+    shipment = Shipment.of(graph) if ship else None
+    run_ids = [
+        start_input(graph, item, i, entry=entry, tags={"batch": batch_id, "index": i}).id
+        for i, item in enumerate(items)
+    ]
     return Batch(lab, graph, batch_id, run_ids, shipment)
 
 
-def open_batch(lab: Lab, batch_id: str) -> Batch:
-    """A batch as the store holds it (after a kernel restart): its runs by index."""
+def batch_runs(lab: Lab, batch_id: str) -> dict[int, str]:
+    """The runs the store holds of batch `batch_id`, by input index (tagged on their `started` events)."""
     rows = lab.sql(
         "select run_id, payload->'tags'->>'index' as i from events where kind = 'started' "
         "and payload->'tags'->>'batch' = ?",
         [batch_id],
     ).fetchall()
-    if not rows:
+    return {int(i): run_id for run_id, i in rows}
+
+
+def open_batch(lab: Lab, batch_id: str) -> Batch:
+    """A batch as the store holds it (after a kernel restart): its runs by index."""
+    runs = batch_runs(lab, batch_id)
+    if not runs:
         raise ArgumentError(f"lab.batch({batch_id!r}): no batch of that id in the store {lab.store.path}")
-    run_ids = [r for r, _ in sorted(rows, key=lambda x: int(x[1]))]
+    run_ids = [runs[i] for i in sorted(runs)]
     graph = lab.graph_of(lab.store.get_run(run_ids[0]), f"lab.batch({batch_id!r})")
     return Batch(lab, graph, batch_id, run_ids, Shipment.of(graph))
 
@@ -98,12 +110,13 @@ def open_batch(lab: Lab, batch_id: str) -> Batch:
 class Batch:
     """A batch of runs of one graph: `run()` drives the unfinished ones; displays as a table."""
 
-    def __init__(self, lab: Lab, graph: Any, batch_id: str, run_ids: list[str], spec: Shipment):
+    def __init__(self, lab: Lab, graph: Any, batch_id: str, run_ids: list[str], spec: Shipment | None):
         self.lab = lab
         self.graph = graph
         self.id = batch_id
         self.run_ids = run_ids
         self._spec = spec
+        """What the Ray workers declare the graph from (made on the first run on Ray when None)."""
         self.widget: Any = None
         self.seconds: float | None = None
         """Wall time of the last `run()`."""
@@ -143,33 +156,53 @@ class Batch:
         deps: Any = None,
         progress: bool = True,
         on_progress: Callable[[dict[str, int]], None] | None = None,
+        on_run: Callable[[str], None] | None = None,
     ) -> Batch:
-        """Drive every unfinished run on Ray until it is done, failed or waiting for a verdict.
+        """Drive every unfinished run on Ray until it is done, failed or waiting for a verdict
+        (`workers=0`: in this process, one after another, without Ray).
 
         `ray.init()` starts a local Ray unless one is running (`address=` joins a cluster).
         `workers` actors run at once (default: Ray's CPUs). With a PostgreSQL store the workers
         write to it; with the embedded store they send their boundaries here to be written.
+        `on_run(run_id)` is called here as each run is stored as it stopped (done, failed, waiting).
         """
-        ray = _ray()
-        if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
-            raise ArgumentError(f"batch.run(workers={workers!r}): workers is how many runs go at once, an int >= 1")
-        if not ray.is_initialized():
+        if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 0):
+            raise ArgumentError(
+                f"batch.run(workers={workers!r}): workers is how many runs go at once on Ray, an int >= 1 "
+                "(0: one after another in this process)"
+            )
+        ray = _ray() if workers != 0 else None
+        if ray is not None and not ray.is_initialized():
             start_ray(address=address)
         todo = [r for r in self.rows() if r.status not in FINISHED and r.status != "waiting"]
         widget = self._progress_widget() if progress else None
         started = time.perf_counter()
         self._report(widget, on_progress)
-        if todo:
-            self._drive(ray, todo, workers or max(1, int(ray.cluster_resources().get("CPU", 1))), deps, widget, on_progress)
+        if todo and ray is None:
+            self._drive_here(todo, deps, widget, on_progress, on_run)
+        elif todo:
+            n = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+            self._drive(ray, todo, n, deps, widget, on_progress, on_run)
         self.seconds = time.perf_counter() - started
         self._report(widget, on_progress)
         return self
 
-    def _drive(self, ray: Any, todo: list[BatchRow], workers: int, deps: Any, widget: Any, on_progress: Any) -> None:
+    def _drive(
+        self,
+        ray: Any,
+        todo: list[BatchRow],
+        workers: int,
+        deps: Any,
+        widget: Any,
+        on_progress: Any,
+        on_run: Any = None,
+    ) -> None:
         from ..store import is_postgres_url
 
         location = self.lab.path if is_postgres_url(self.lab.path) else None
         actors = _actors(ray, location, deps, min(workers, len(todo)), type(self.lab))
+        if self._spec is None:
+            self._spec = Shipment.of(self.graph)
         shipment = ray.put(self._spec)  # sent once, read by every worker
         queue = list(todo)
         busy: dict[Any, Any] = {}
@@ -183,17 +216,36 @@ class Batch:
                 actor = busy.pop(ref)
                 if queue:
                     busy[actor.run.remote(shipment, self._seed(queue.pop(0).run_id, location))] = actor
-                self._settle(ray, ref)
+                settled = self._settle(ray, ref)
+                if on_run is not None:
+                    on_run(settled)
                 self._report(widget, on_progress)
         except BaseException:
             _drop_actors(ray)  # a worker in an unknown state is not handed the next batch
             raise
 
+    def _drive_here(
+        self, todo: list[BatchRow], deps: Any, widget: Any, on_progress: Any, on_run: Any = None
+    ) -> None:
+        """`workers=0`: drive each run in this process, one after another (no Ray). A failing run
+        fails alone: its error is stored with it, as a worker's would be."""
+        for row in todo:
+            run = self.lab.resume(row.run_id, deps=deps)
+            try:
+                run.run()
+            except Exception:  # the run's status and error are in the store (raise_on_failure, a limit)
+                pass
+            if on_run is not None:
+                on_run(row.run_id)
+            self._report(widget, on_progress)
+
     def _seed(self, run_id: str, location: str | None) -> Seed:
         """What a worker needs to rebuild the run's head: nothing on PostgreSQL, its rows otherwise."""
         live = self.lab.store.live_runs.pop(run_id, None)
         if live is not None and live.busy:
-            raise LabError(f"run {run_id} of batch {self.id} is running in this process; wait for it, then batch.run()")
+            raise LabError(
+                f"run {run_id} of batch {self.id} is running in this process; wait for it, then batch.run()"
+            )
         if location is not None:
             return Seed(run_id)
         store = self.lab.store
@@ -203,41 +255,65 @@ class Batch:
         if head is not None:
             rows.append(store.checkpoint_row(head))
         last_seq = store.seqs(run_id)[-1:]
-        if last_seq and head is not None and last_seq[0] != head.seq:  # rewound: new checkpoints go after the last
+        if (
+            last_seq and head is not None and last_seq[0] != head.seq
+        ):  # rewound: new checkpoints go after the last
             rows.append(store.checkpoint_row(store.checkpoint(run_id, last_seq[0])))
         count, last = store.event_tail(run_id, 1)
         rows.extend(store.event_row(e) for e in last)
-        rows.extend(store.wait_row(w) for w in store.waits(run_id) if head is not None and w.checkpoint_seq == head.seq)
+        rows.extend(
+            store.wait_row(w)
+            for w in store.waits(run_id)
+            if head is not None and w.checkpoint_seq == head.seq
+        )
         for w in store.waits(run_id):
             if head is not None and w.checkpoint_seq == head.seq and w.resolution is not None:
                 rows.append(store.resolution_row(w.owner, w.resolution, w.resolved_at))
         # last: the run's status as stored (a head checkpoint row would say `waiting` for a queued run)
-        rows.append(store.update_row(run_id, status=rec.status, head_seq=rec.head_seq, output=rec.output, error=rec.error))
+        rows.append(
+            store.update_row(
+                run_id, status=rec.status, head_seq=rec.head_seq, output=rec.output, error=rec.error
+            )
+        )
         return Seed(run_id, rows)
 
-    def _settle(self, ray: Any, ref: Any) -> None:
-        """Write what the worker sent back (embedded store); a worker that died fails its run alone."""
+    def _settle(self, ray: Any, ref: Any) -> str:
+        """Write what the worker sent back (embedded store); a worker that died fails its run alone.
+        Returns the run's id."""
         store = self.lab.store
         try:
             out: Outcome = ray.get(ref)
         except Exception as exc:  # the actor died (OOM, killed): which run is unknown here
-            raise StoreError(f"a batch worker died: {exc}; batch.run() again continues the unfinished runs") from None
+            raise StoreError(
+                f"a batch worker died: {exc}; batch.run() again continues the unfinished runs"
+            ) from None
         if out.status == NOT_DRIVEN:  # the run is as it was: fix the graph, then batch.run() again
-            raise GraphShippingError(f"a batch worker could not declare graph {self.graph.name!r}: {out.error}")
+            raise GraphShippingError(
+                f"a batch worker could not declare graph {self.graph.name!r}: {out.error}"
+            )
         for blob in out.transactions:
             store.write(load_rows(blob))
         for blob in out.jobs:
             store_job(store, blob)
         rec = store.get_run(out.run_id)
         if out.status == "failed" and rec.status not in FINISHED and rec.status != "waiting":
-            err = {"node_id": None, "attempt": None, "type": "lab.batch.WorkerError", "message": out.error or "", "traceback": ""}
+            err = {
+                "node_id": None,
+                "attempt": None,
+                "type": "lab.batch.WorkerError",
+                "message": out.error or "",
+                "traceback": "",
+            }
             store.write([store.update_row(out.run_id, status="failed", head_seq=rec.head_seq, error=err)])
+        return out.run_id
 
     # -- progress --------------------------------------------------------------------------
 
     def _progress_widget(self) -> Any:
         if self.widget is None:  # the progress bar is a view (lab.views registers it): never imported here
-            self.widget = show("batch.progress", total=len(self.run_ids), title=f"{self.id} · {self.graph.name}")
+            self.widget = show(
+                "batch.progress", total=len(self.run_ids), title=f"{self.id} · {self.graph.name}"
+            )
         try:
             from IPython import get_ipython
             from IPython.display import display
@@ -288,7 +364,13 @@ def ray_options(**extra: Any) -> dict[str, Any]:
 
     path = [os.getcwd(), *(p for p in sys.path if p and os.path.isdir(p))]
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join(dict.fromkeys(path))}}
-    return {"include_dashboard": False, "log_to_driver": False, "configure_logging": False, "runtime_env": env, **extra}
+    return {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "configure_logging": False,
+        "runtime_env": env,
+        **extra,
+    }
 
 
 _POOL: dict[tuple[Any, ...], list[Any]] = {}

@@ -111,35 +111,40 @@ async def drive(
     settled = step = 0
     node = pending[0]
     node_id = node_id_of(node)
+    routing = {nid for nid in native.nodes if routing_only(native, nid)}  # pure routing: not a step
+    set_context, reset_context = station_context.set, station_context.reset
     try:
         async with native.iter(state=state, deps=deps, infer_name=False) as graph_run:
             # Read the initial boundary before calling next(): next() on a fresh run consumes it.
             fork_stack = graph_run.next_task[0].fork_stack
             request: list[GraphTaskRequest] | None = [GraphTaskRequest(node_id, request_input(node), fork_stack)]
+            advance = graph_run.next
             while True:
-                if stop := await _boundary(hooks, settled, step, max_steps, between, should_pause):
-                    return stop
+                # the usual boundary (no bound reached, no reader to await, no pause asked) costs one test
+                if (max_steps is not None and settled >= max_steps) or (settled and (between is not None or should_pause())):
+                    if stop := await _boundary(hooks, settled, step, max_steps, between, should_pause):
+                        return stop
                 context = hooks.before(node_id=node_id, first=request is not None)
                 if context is None:
                     return Stop("waiting", settled)
                 attempt = hooks.entered(node_id=node_id)
                 if attempt is None:  # the settlement it carried was refused: recorded failed
                     return Stop("failed", settled - step)
-                token = station_context.set(context)  # the node's task copies it when it starts
+                token = set_context(context)  # the node's task copies it when it starts
                 seconds = timeouts.get(node_id) if timeouts else None
                 try:
-                    result = await (graph_run.next(request) if seconds is None else within(graph_run.next(request), seconds, node_id))
+                    result = await (advance(request) if seconds is None else within(advance(request), seconds, node_id))
                 except BaseException as exc:
                     return _stop_for(hooks, attempt, node_id, _not_a_node(exc, node_id, manifest), settled)
                 finally:
-                    station_context.reset(token)
+                    reset_context(token)
                 request = None
                 try:
                     nxt_id = _settle(manifest, hooks, attempt, node_id, result)
                 except Exception as exc:
                     hooks.failed(attempt=attempt, node_id=node_id, error=exc)
                     return Stop("failed", settled)
-                step = 0 if routing_only(native, node_id) else 1  # start, decisions, end: pure routing, not a step
+                step = 0 if node_id in routing else 1  # start, decisions, end: pure routing, not a step
                 if nxt_id is None:
                     return Stop("done", settled + step)
                 settled += step

@@ -25,7 +25,7 @@ from .spec import (
     spec_from_manifest,
 )
 from .svg import CSS, Layout, clear_layout_cache, layout
-from .two_paths import TwoPaths, overlay_two_paths
+from .two_paths import TwoPaths, overlay_two_paths, overlay_two_steps
 
 __all__ = (
     # what is drawn
@@ -52,6 +52,7 @@ __all__ = (
     "JoinProgress",
     "TwoPaths",
     "overlay_two_paths",
+    "overlay_two_steps",
     "join_counts",
     # renderers
     "to_dot",

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .overlay import Overlay
 from .spec import END, START, GraphSpec
 
 _PASSING = frozenset({"map", "broadcast", "join", "decision"})
 
-__all__ = ("ForkFrame", "FrontierTask", "JoinProgress", "join_counts", "overlay_from_frontier")
+__all__ = ("ForkFrame", "FrontierTask", "JoinProgress", "StepTally", "join_counts", "overlay_from_frontier")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,8 @@ class FrontierTask:
     """A pending task: the station it runs next and the forks it runs inside (outermost first)."""
 
     node_id: str
-    fork_stack: tuple[ForkFrame, ...] = ()
+    fork_stack: Sequence[ForkFrame] = ()
+    """Outermost first; innermost is last (read from the end: a looping run's stack grows every round)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,9 @@ def join_counts(
         fork = parent_forks.get(t.node_id)
         if fork is None:
             continue  # not at a join
-        run = next((f.node_run_id for f in reversed(t.fork_stack) if f.fork_id == fork), None)
+        run = next(
+            (f.node_run_id for f in reversed(t.fork_stack) if f.fork_id == fork), None
+        )  # innermost first
         if run is not None:
             arrived[(t.node_id, run)] += 1
     out: dict[str, tuple[int, int]] = {}
@@ -79,15 +82,48 @@ def join_counts(
         coming = known.get((join_id, run))
         if coming is None:
             coming = sum(
-                1 for t in tasks if t.node_id != join_id and any(f.node_run_id == run for f in t.fork_stack)
+                1
+                for t in tasks
+                if t.node_id != join_id and any(f.node_run_id == run for f in reversed(t.fork_stack))
             )
         a, n = out.get(join_id, (0, 0))
         out[join_id] = (a + k, n + k + coming)
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class StepTally:
+    """What a branch's super-steps settled, counted as the overlay needs it, so one more step costs one step.
+
+    `settled`: how often each station settled; `pairs[(a, b)]`: the tasks of `b` settled in a step
+    right after one that settled `a`; `last`: what the last step settled. A branch's tally is its
+    parent checkpoint's tally `.then(step)`; its size is bounded by the graph, not by the steps.
+    """
+
+    settled: Counter[str] = field(default_factory=Counter)
+    pairs: Counter[tuple[str, str]] = field(default_factory=Counter)
+    last: tuple[str, ...] = ()
+    steps: int = 0
+
+    @classmethod
+    def of(cls, steps: Iterable[Sequence[str]]) -> StepTally:
+        tally = cls()
+        for step in steps:
+            tally = tally.then(step)
+        return tally
+
+    def then(self, step: Sequence[str]) -> StepTally:
+        """This tally with one more step, which settled `step`."""
+        now = Counter(step)
+        pairs = self.pairs.copy()
+        for a in dict.fromkeys(self.last):
+            for b, n in now.items():
+                pairs[(a, b)] += n
+        return StepTally(self.settled + now, pairs, tuple(step), self.steps + 1)
+
+
 def overlay_from_frontier(
-    steps: Sequence[Sequence[str]],
+    steps: Sequence[Sequence[str]] | StepTally,
     frontier: Sequence[FrontierTask],
     *,
     spec: GraphSpec,
@@ -101,21 +137,22 @@ def overlay_from_frontier(
 ) -> Overlay:
     """The overlay of a branch whose super-steps settled `steps` (oldest first) and now holds `frontier`.
 
+    `steps` may be given tallied (`StepTally`): the overlay then costs the same at any depth.
+
     Every station with a pending task is lit; one with N > 1 tasks (a mapped step) shows `▶ ×N`;
     an open join shows `k of n`. `passing` names the nodes a result passes through without a task
     of its own (default: the spec's forks, joins and decisions, as the super-step engine runs
     them); `done` lights `END`.
     """
-    settled = Counter(s for step in steps for s in step)
+    tally = steps if isinstance(steps, StepTally) else StepTally.of(steps)
+    settled = tally.settled
     pending = Counter({END: 1}) if done else Counter(t.node_id for t in frontier)
     accs = list(accumulators)
-    through = frozenset(
-        passing if passing is not None else (n.id for n in spec.nodes if n.kind in _PASSING)
-    )
+    through = frozenset(passing if passing is not None else (n.id for n in spec.nodes if n.kind in _PASSING))
     joins = {n.id for n in spec.nodes if n.kind == "join"}
     edges = list(dict.fromkeys((e.src, e.dst) for e in spec.edges))
     flow = _Flow(edges, through, settled, pending, {a.join_id for a in accs})
-    traversed = flow.traversed(steps)
+    traversed = flow.traversed(tally)
     visits = Counter({s: n for s, n in settled.items() if s != START})  # the start is a point, not a station
     for x in flow.reached:
         if x not in flow.open_joins:
@@ -165,8 +202,6 @@ class _Flow:
             self.succ.setdefault(a, []).append(b)
             self.pred.setdefault(b, []).append(a)
         self.reached = self._reach()
-        self._later: list[Counter[str]] | None = None
-        """Each step's tasks counted, the step after each one (the last: what is pending), once."""
 
     def _station_seen(self, x: str) -> bool:
         return x not in self.passing and (self.settled[x] + self.pending[x]) > 0
@@ -188,7 +223,7 @@ class _Flow:
                         changed = True
         return came & went
 
-    def traversed(self, steps: Sequence[Sequence[str]]) -> Counter[tuple[str, str]]:
+    def traversed(self, steps: StepTally) -> Counter[tuple[str, str]]:
         out: Counter[tuple[str, str]] = Counter()
         for a, b in self.edges:
             left = (a not in self.passing and self.settled[a] > 0) or a in self.reached
@@ -197,11 +232,10 @@ class _Flow:
                 out[(a, b)] = max(1, self._count(a, b, steps))
         return out
 
-    def _count(self, a: str, b: str, steps: Sequence[Sequence[str]]) -> int:
+    def _count(self, a: str, b: str, steps: StepTally) -> int:
         if a not in self.passing and len(self.succ.get(a, ())) == 1:
             return self.settled[a]
         if b not in self.passing and len(self.pred.get(b, ())) == 1:
             return self.settled[b] + self.pending[b]
-        if self._later is None:
-            self._later = [Counter(step) for step in steps[1:]] + [self.pending]
-        return sum(after[b] for now, after in zip(steps, self._later, strict=True) if a in now)
+        # the tasks of `b` in each step after one that settled `a`; after the last step, the pending ones
+        return steps.pairs[(a, b)] + (self.pending[b] if a in steps.last else 0)

@@ -11,15 +11,15 @@ next) and the frontier itself. It also words the timeline's "next" for a step. N
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, overload
 
 from ..records import CheckpointRecord
-from .frontier import ForkFrame, FrontierTask, JoinProgress, overlay_from_frontier
+from .frontier import ForkFrame, FrontierTask, JoinProgress, StepTally, overlay_from_frontier
 from .overlay import Overlay
 from .spec import GraphSpec
 
-__all__ = ("StepView", "frontier_of", "is_parallel", "next_summary")
+__all__ = ("StepView", "frontier_of", "is_parallel", "next_summary", "settled_between", "settled_tasks")
 
 
 def is_parallel(manifest: Any) -> bool:
@@ -29,6 +29,46 @@ def is_parallel(manifest: Any) -> bool:
 
 def _meta(p: Any) -> Mapping[str, Any]:
     return getattr(p, "meta", None) or {}
+
+
+class _Frames(Sequence[ForkFrame]):
+    """A task's stored fork stack read as `ForkFrame`s on demand (outermost first)."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: Sequence[Mapping[str, Any]]):
+        self._raw = raw
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    @overload
+    def __getitem__(self, i: int) -> ForkFrame: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[ForkFrame]: ...
+    def __getitem__(self, i: int | slice) -> ForkFrame | Sequence[ForkFrame]:
+        if isinstance(i, slice):
+            return tuple(_frame(f) for f in self._raw[i])
+        return _frame(self._raw[i])
+
+    def __iter__(self) -> Iterator[ForkFrame]:
+        return (_frame(f) for f in self._raw)
+
+    def __reversed__(self) -> Iterator[ForkFrame]:
+        return (_frame(f) for f in reversed(self._raw))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
+def _frame(f: Mapping[str, Any]) -> ForkFrame:
+    return ForkFrame(str(f["fork"]), str(f["run"]), int(f.get("thread", 0)))
 
 
 def frontier_of(rec: CheckpointRecord) -> tuple[list[FrontierTask], list[JoinProgress]]:
@@ -49,11 +89,7 @@ def frontier_of(rec: CheckpointRecord) -> tuple[list[FrontierTask], list[JoinPro
                 )
             )
             continue
-        stack = tuple(
-            ForkFrame(str(f["fork"]), str(f["run"]), int(f.get("thread", 0)))
-            for f in meta.get("fork_stack", ())
-        )
-        tasks.append(FrontierTask(p.node_id, stack))
+        tasks.append(FrontierTask(p.node_id, _Frames(meta.get("fork_stack") or ())))
     return tasks, joins
 
 
@@ -65,6 +101,17 @@ def _task_ids(rec: CheckpointRecord) -> dict[Any, str]:
         if "join" not in meta:
             out[meta.get("task", ("entry", i))] = p.node_id
     return out
+
+
+def settled_tasks(parent: CheckpointRecord, rec: CheckpointRecord) -> list[tuple[Any, str]]:
+    """(task id, station) of each task the step from `parent` to `rec` settled (it left the frontier)."""
+    after = _task_ids(rec)
+    return [(tid, sid) for tid, sid in _task_ids(parent).items() if tid not in after]
+
+
+def settled_between(parent: CheckpointRecord, rec: CheckpointRecord) -> tuple[str, ...]:
+    """The stations whose tasks the step from `parent` to `rec` settled."""
+    return tuple(sid for _tid, sid in settled_tasks(parent, rec))
 
 
 def next_summary(
@@ -87,26 +134,54 @@ def next_summary(
 
 
 class StepView:
-    """Overlays of one parallel run's branch, step by step; what each step settled is worked out once.
+    """Overlays of one parallel run's branches, step by step; each checkpoint's tally is worked out once.
 
     `read(seqs)` returns the checkpoint records of those seqs (the widget's cache, one store call
-    for the ones it lacks).
+    for the ones it lacks). A checkpoint's tally (`StepTally`) is its parent's plus the step
+    between them, so a branch one step longer than one already drawn costs one step.
     """
 
     def __init__(self, spec: GraphSpec, read: Callable[[Sequence[int]], Mapping[int, CheckpointRecord]]):
         self.spec = spec
         self._read = read
-        self._settled: dict[tuple[int, int], tuple[str, ...]] = {}
-        """(parent seq, seq) -> the stations whose tasks left the frontier in that step."""
+        self._tallies: dict[int, StepTally] = {}
+        """seq -> what the steps of the branch up to it settled (a seq has one parent, so one branch)."""
+        self._steps: dict[int, tuple[str, ...]] = {}
+        """seq -> the stations whose tasks the step into it settled."""
 
     def settled_in(self, parent: CheckpointRecord, rec: CheckpointRecord) -> tuple[str, ...]:
         """The stations whose tasks the step from `parent` to `rec` settled (they left the frontier)."""
-        key = (parent.seq, rec.seq)
-        hit = self._settled.get(key)
+        hit = self._steps.get(rec.seq)
         if hit is None:
-            before, after = _task_ids(parent), _task_ids(rec)
-            hit = self._settled[key] = tuple(sid for tid, sid in before.items() if tid not in after)
+            hit = self._steps[rec.seq] = settled_between(parent, rec)
         return hit
+
+    def step(self, parent: CheckpointRecord | None, rec: CheckpointRecord) -> StepTally:
+        """The tally at `rec`, whose parent checkpoint is `parent` (None: a root) and is tallied already."""
+        hit = self._tallies.get(rec.seq)
+        if hit is None:
+            if parent is None:
+                hit = StepTally()
+            else:
+                base = self._tallies.get(parent.seq)
+                if base is None:
+                    raise KeyError(f"checkpoint {parent.seq} is not tallied yet: tally a branch root first")
+                hit = base.then(self.settled_in(parent, rec))
+            self._tallies[rec.seq] = hit
+        return hit
+
+    def tally(self, seqs: Sequence[int]) -> tuple[StepTally, CheckpointRecord]:
+        """The tally of the branch `seqs` (root first) and its last checkpoint's record."""
+        i = len(seqs) - 1
+        while i > 0 and seqs[i] not in self._tallies:
+            i -= 1  # back to the deepest checkpoint already tallied (or the root)
+        todo = list(seqs[i:])
+        recs = self._read(todo)
+        if i == 0:
+            self.step(None, recs[todo[0]])
+        for a, b in zip(todo, todo[1:], strict=False):
+            self.step(recs[a], recs[b])
+        return self._tallies[seqs[-1]], recs[seqs[-1]]
 
     def overlay(
         self,
@@ -117,18 +192,12 @@ class StepView:
         breakpoints: Mapping[str, Iterable[str]] | None = None,
     ) -> Overlay:
         """The overlay of the branch `seqs` (root first) at its last checkpoint."""
-        pairs = list(zip(seqs, seqs[1:], strict=False))
-        want = [s for s in seqs[-1:]] + [s for a, b in pairs if (a, b) not in self._settled for s in (a, b)]
-        recs = self._read(list(dict.fromkeys(want)))
-        steps = [
-            self._settled[(a, b)] if (a, b) in self._settled else self.settled_in(recs[a], recs[b])
-            for a, b in pairs
-        ]
-        return self.overlay_for(steps, recs[seqs[-1]], failed=failed, parked=parked, breakpoints=breakpoints)
+        tally, rec = self.tally(seqs)
+        return self.overlay_for(tally, rec, failed=failed, parked=parked, breakpoints=breakpoints)
 
     def overlay_for(
         self,
-        steps: Sequence[Sequence[str]],
+        steps: Sequence[Sequence[str]] | StepTally,
         rec: CheckpointRecord,
         *,
         failed: str | None = None,
@@ -136,7 +205,7 @@ class StepView:
         breakpoints: Mapping[str, Iterable[str]] | None = None,
         frontier: tuple[list[FrontierTask], list[JoinProgress]] | None = None,
     ) -> Overlay:
-        """The overlay at checkpoint `rec`, whose branch's steps settled `steps` (oldest first).
+        """The overlay at checkpoint `rec`, whose branch's steps settled `steps` (oldest first, or tallied).
 
         `frontier`: `frontier_of(rec)` when the caller has it already."""
         tasks, joins = frontier if frontier is not None else frontier_of(rec)

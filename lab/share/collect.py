@@ -29,9 +29,10 @@ from typing import Any
 
 from ..errors import ArgumentError
 from ..history import StoredRun
+from ..records import CheckpointRecord
 from ..render import GraphSpec, GraphvizError, edge_labels, layout, spec_from_manifest
 from ..render.dot import mark_line
-from ..render.steps import is_parallel
+from ..render.steps import frontier_of, is_parallel, next_summary, settled_tasks
 from .tree import tree_data
 
 __all__ = ("stored", "run_data", "drawing_of", "calls_of", "call_data", "SECTIONS", "Drawings")
@@ -103,6 +104,8 @@ def checkpoints_of(run: StoredRun, upto: int | None = None) -> list[dict[str, An
             records.append(tree[seq])
             seq = tree[seq].parent_seq
         records.reverse()
+    if is_parallel(run.manifest()):
+        return _steps_of(records)
     settled = run.settled_stations()
     return [
         {
@@ -116,6 +119,43 @@ def checkpoints_of(run: StoredRun, upto: int | None = None) -> list[dict[str, An
         }
         for r in records
     ]
+
+
+def counted(names: Any) -> str:
+    """ "a, square ×5": stations with their task counts, in order of first appearance."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{s} ×{n}" if n > 1 else s for s, n in counts.items())
+
+
+def _steps_of(records: list[CheckpointRecord]) -> list[dict[str, Any]]:
+    """A parallel branch's checkpoints as super-steps: each names the tasks its step settled
+    (`settled`, and `station` as words: "a, b, c"), its frontier (`tasks`, `frontier` as the
+    timeline words it) and each pending task's id (`next[i]["task"]`)."""
+    out: list[dict[str, Any]] = []
+    for i, r in enumerate(records):
+        done = settled_tasks(records[i - 1], r) if i else []
+        tasks, _joins = frontier_of(r)
+        out.append(
+            {
+                "seq": r.seq,
+                "parent": r.parent_seq,
+                "status": r.status,
+                "station": counted(sid for _t, sid in done) or None,
+                "settled": [sid for _t, sid in done],
+                "settled_tasks": [t for t, _sid in done],
+                "tasks": [t.node_id for t in tasks],
+                "frontier": next_summary(r),
+                "next": [
+                    {"node": p.node_id, "fields": p.fields, "task": (p.meta or {}).get("task")}
+                    for p in r.next
+                ],
+                "state": r.state,
+                "at": _at(r.created_at),
+            }
+        )
+    return out
 
 
 def events_of(run: StoredRun) -> list[dict[str, Any]]:
@@ -179,7 +219,11 @@ SECTIONS: dict[str, Callable[[StoredRun], Any]] = {"events": events_of, "waits":
 
 
 def run_data(
-    run: StoredRun, drawings: Drawings, *, upto: int | None = None, labels: dict[tuple[str, str], str] | None = None
+    run: StoredRun,
+    drawings: Drawings,
+    *,
+    upto: int | None = None,
+    labels: dict[tuple[str, str], str] | None = None,
 ) -> dict[str, Any]:
     """One run as the page's plain JSON data (the module docstring names every key)."""
     rec = run.record
@@ -205,14 +249,25 @@ def run_data(
     for name, read in SECTIONS.items():
         data[name] = read(run)
     data["children"] = [
-        {"run": (e["payload"] or {}).get("child_run"), "graph": (e["payload"] or {}).get("child_graph"), "node": e["node"]}
+        {
+            "run": (e["payload"] or {}).get("child_run"),
+            "graph": (e["payload"] or {}).get("child_graph"),
+            "node": e["node"],
+        }
         for e in data["events"]
         if e["kind"] == "subgraph" and (e["payload"] or {}).get("child_run")
     ]
     return data
 
 
-def family_data(run: StoredRun, drawings: Drawings, *, upto: int | None = None, labels: dict[tuple[str, str], str] | None = None, depth: int = 3) -> list[dict[str, Any]]:
+def family_data(
+    run: StoredRun,
+    drawings: Drawings,
+    *,
+    upto: int | None = None,
+    labels: dict[tuple[str, str], str] | None = None,
+    depth: int = 3,
+) -> list[dict[str, Any]]:
     """The run, then its subgraph children (and theirs, `depth` levels down), each once."""
     out = [run_data(run, drawings, upto=upto, labels=labels)]
     seen = {run.id}

@@ -19,7 +19,13 @@ from .page_script import SCRIPT, STYLE
 
 __all__ = ("page_html", "json_block", "comparison_html", "csp", "COMPARISON_STYLE")
 
-_JSON_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+_JSON_ESCAPES = (
+    ("<", "\\u003c"),
+    (">", "\\u003e"),
+    ("&", "\\u0026"),
+    ("\u2028", "\\u2028"),
+    ("\u2029", "\\u2029"),
+)
 
 
 def json_block(data: Any) -> str:
@@ -58,7 +64,7 @@ def _run_section(index: int, run: dict[str, Any], drawing: str) -> str:
     )
     attrs = f'id="run-{escape(run["id"])}" class="gl-run" data-run-index="{index}"'
     if run.get("child_of"):
-        return f'<details {attrs}><summary>Subgraph child: {title} ({escape(run["graph"])})</summary>{body}</details>'
+        return f"<details {attrs}><summary>Subgraph child: {title} ({escape(run['graph'])})</summary>{body}</details>"
     return f"<section {attrs}><h2>{title}</h2>{body}</section>"
 
 
@@ -73,15 +79,27 @@ def _where(side: dict[str, Any] | None) -> str:
     if side is None:
         return '<span class="gl-note">(no checkpoint)</span>'
     station = f" · {escape(side['station'])}" if side.get("station") else ""
+    if "frontier" in side:  # a super-step: what it settled, then its frontier
+        station = f" · settled {escape(side['station'] or 'nothing')} · next {escape(side['frontier'])}"
     return f"{escape(side['run'])}@{side['seq']}{station} · {escape(side['status'])}"
 
 
 def _first(side: str, first: dict[str, Any] | None) -> str:
     if first is None:
         return f"<p><b>{side}</b>: no station settled after the divergence</p>"
+    where = f"(run {escape(first['run'])}, checkpoint {first['from_seq']} → {first['seq']})"
+    if "tasks" in first:  # a super-step: each task it settled, with its inputs
+        tasks = "".join(
+            f"<li><b>{escape(t['node'])}</b> (task {escape(str(t['task']))}): {_code(t['fields'])}</li>"
+            for t in first["tasks"]
+        )
+        return (
+            f"<p><b>{side}</b>: super-step settling <b>{escape(first['station'])}</b> {where}</p>"
+            f"<p>its tasks' inputs (node fields):</p><ul>{tasks}</ul>"
+            f"<p>the state they started from:</p>{_code(first['state_before'])}"
+        )
     return (
-        f"<p><b>{side}</b>: station <b>{escape(first['station'])}</b> "
-        f"(run {escape(first['run'])}, checkpoint {first['from_seq']} → {first['seq']})</p>"
+        f"<p><b>{side}</b>: station <b>{escape(first['station'])}</b> {where}</p>"
         f"<p>its node fields:</p>{_code(first['fields'])}<p>the state it started from:</p>{_code(first['state_before'])}"
         f"{_calls(first.get('calls') or [])}"
     )
@@ -152,7 +170,9 @@ def comparison_html(data: dict[str, Any], drawing: str, *, styled: bool = False)
                 f"{'' if c['kind'] == 'removed' else escape(_short(c['new']))}</span>"
                 for c in changes[:50]
             ) + (f'<br><span class="gl-note">… {len(changes) - 50} more</span>' if len(changes) > 50 else "")
-        rows.append(f"<tr><td>{r['index']}</td><td>{_where(r['a'])}</td><td>{_where(r['b'])}</td><td>{cell}</td></tr>")
+        rows.append(
+            f"<tr><td>{r['index']}</td><td>{_where(r['a'])}</td><td>{_where(r['b'])}</td><td>{cell}</td></tr>"
+        )
     more = data["total_rows"] - len(data["rows"])
     tail = f'<p class="gl-note">… {more} more aligned checkpoints not shown</p>' if more > 0 else ""
     first = data["first"]
@@ -186,7 +206,7 @@ def page_html(
         compared = f'<section class="gl-compare"><h2>Comparison</h2>{comparison_html(*comparison)}</section>'
     data = {"version": 1, "title": title, "runs": runs}
     return (
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{escape(csp(), quote=False)}">'
         f'<meta name="generator" content="Graph Lab export"><title>{escape(title)}</title>'
         f"<style>{STYLE}</style></head><body>"

@@ -90,6 +90,21 @@ def _counted(names: Any) -> str:
     return ", ".join(f"{s} ×{n}" if n > 1 else s for s, n in Counter(names).items())
 
 
+def _parents_first(tree: dict[int, CheckpointRecord]) -> list[int]:
+    """The tree's seqs, each after its parent (a checkpoint whose parent is not in `tree` is a root)."""
+    children: dict[int | None, list[int]] = {}
+    for seq in sorted(tree):
+        parent = tree[seq].parent_seq
+        children.setdefault(parent if parent in tree else None, []).append(seq)
+    order: list[int] = []
+    todo = list(reversed(children.get(None, [])))
+    while todo:
+        seq = todo.pop()
+        order.append(seq)
+        todo.extend(reversed(children.get(seq, [])))
+    return order
+
+
 def lit_data(run: StoredRun, tree: dict[int, CheckpointRecord], spec: GraphSpec) -> dict[int, dict[str, Any]]:
     """Per checkpoint of a parallel run: its drawing's node classes and mark lines, edge counts, words.
 
@@ -100,17 +115,15 @@ def lit_data(run: StoredRun, tree: dict[int, CheckpointRecord], spec: GraphSpec)
     rec = run.record
     failed = (rec.error or {}).get("node_id") if rec.status == "failed" else None
     parked = [w.node_id for w in run.waits() if w.open] if rec.status == "waiting" else []
-    settled: dict[int, tuple[str, ...]] = {}
     out: dict[int, dict[str, Any]] = {}
-    for seq in sorted(tree):
+    for seq in _parents_first(tree):
         cp = tree[seq]
         parent = tree.get(cp.parent_seq) if cp.parent_seq is not None else None
-        step = settled[seq] = view.settled_in(parent, cp) if parent is not None else ()
-        path = _branch(tree, seq)  # each step of the branch up to here, oldest first
+        tally = view.step(parent, cp)  # the branch's steps up to here: its parent's and this one
         at_head = seq == rec.head_seq
         frontier = frontier_of(cp)
         overlay = view.overlay_for(
-            [settled[s] for s in path[1:]],
+            tally,
             cp,
             failed=failed if at_head else None,
             parked=parked if at_head else (),
@@ -125,6 +138,6 @@ def lit_data(run: StoredRun, tree: dict[int, CheckpointRecord], spec: GraphSpec)
             "nodes": nodes,
             "edges": {f"{a}→{b}": n for (a, b), n in overlay.traversed.items() if n},
             "next": next_summary(cp, frontier),
-            "settled": _counted(step),
+            "settled": _counted(tally.last),
         }
     return out

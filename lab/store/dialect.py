@@ -63,6 +63,14 @@ class Dialect:
         sets = ", ".join(f"{c} = excluded.{c}" for c in columns if c != key)
         return f"INSERT INTO {table} VALUES ({marks}) ON CONFLICT ({key}) DO UPDATE SET {sets}"
 
+    def ddl(self, text: str) -> str:
+        """A `CREATE TABLE` written in DuckDB's types (VARCHAR, JSON, DOUBLE) in this backend's."""
+        if self.name == "duckdb":
+            return text
+        for duck, pg in ((" VARCHAR", " text"), (" JSON", " jsonb"), (" DOUBLE", " double precision")):
+            text = text.replace(duck, pg)
+        return text
+
     def load(self, value: Any) -> Any:
         """A JSON column's value as Python data (`None` stays `None`); raises `ValueError` when damaged."""
         if self.json_decoded or value is None:

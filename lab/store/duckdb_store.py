@@ -27,6 +27,7 @@ from ..errors import StoreError, StoreLockedError
 from .base import Store
 from .duckdb_calls import DuckDBCalls
 from .duckdb_effects import DuckDBEffects
+from .duckdb_evals import DuckDBEvals
 from .duckdb_files import CONFIG, MEMORY, OPEN, OPEN_LOCK, FileLease, not_writable, release
 from .duckdb_fold import JournalFold
 from .duckdb_jobs import DuckDBJobs
@@ -88,7 +89,9 @@ def _close_all_at_exit() -> None:
             log.exception("could not close the store %s at exit", store.path)
 
 
-class DuckDBStore(DuckDBReads, JournalFold, SchemaChecks, FileLease, DuckDBJobs, DuckDBEffects, DuckDBCalls, Store):
+class DuckDBStore(
+    DuckDBReads, JournalFold, SchemaChecks, FileLease, DuckDBJobs, DuckDBEffects, DuckDBCalls, DuckDBEvals, Store
+):
     """Graph Lab's store on one DuckDB database (a file, or `:memory:` for tests)."""
 
 
@@ -229,37 +232,44 @@ class DuckDBStore(DuckDBReads, JournalFold, SchemaChecks, FileLease, DuckDBJobs,
         row) is recorded with this process as its writer, in the same transaction.
         """
         with self._lock:
-            self._check_writable()
-            assert self._journal is not None
+            if self.closed or self.read_only:
+                self._check_writable()
+            journal = self._journal
+            assert journal is not None
             for row in rows:
                 if row.get("t") == "run":
                     rows = [*rows, self.claim_row(row["run_id"])]
                     break
-            blob = self._journal.encode(rows)
-            if not self._buffer_durable:
-                # a boundary is synced (fsync=True) and checked; an `entered` event alone rides
-                # along with the boundary write that follows it
-                self._buffer_durable = len(rows) != 1 or rows[0].get("kind") != "entered"
-            self._buffer.append(blob)
-            self._buffer_lines += len(rows)
-            if sync:
+            blob = journal.encode(rows)
+            # a boundary is synced (fsync=True) and checked; an `entered` event alone rides
+            # along with the boundary write that follows it
+            durable = self._buffer_durable or len(rows) != 1 or rows[0].get("kind") != "entered"
+            if sync and not self._buffer:  # the usual step: this transaction alone, written at once
+                journal.write(blob, len(rows), sync=durable and self.fsync, check=durable)
+                self._buffer_durable = False
+            else:
+                self._buffer_durable = durable
+                self._buffer.append(blob)
+                self._buffer_lines += len(rows)
+                if not sync:
+                    return
                 try:
                     self._flush_buffer()
                 except BaseException:
                     self._buffer.pop()  # this transaction failed: never written later
                     self._buffer_lines -= len(rows)
                     raise
-                pending = self._journal.pending_lines
-                if pending >= self.fold_every and pending >= self._fold_after:
-                    try:
-                        self.fold()
-                    except StoreError as exc:
-                        # this transaction is in the journal: a fold that cannot run now (disk full)
-                        # is retried later, and a read or close reports it; the write succeeded
-                        self._fold_after = pending + self.fold_every
-                        log.warning("store %s: fold postponed: %s", self.path, exc)
-                    else:
-                        self._fold_after = 0
+            pending = journal.pending_lines
+            if pending >= self.fold_every and pending >= self._fold_after:
+                try:
+                    self.fold()
+                except StoreError as exc:
+                    # this transaction is in the journal: a fold that cannot run now (disk full)
+                    # is retried later, and a read or close reports it; the write succeeded
+                    self._fold_after = pending + self.fold_every
+                    log.warning("store %s: fold postponed: %s", self.path, exc)
+                else:
+                    self._fold_after = 0
 
     def flush(self) -> None:
         """Hand buffered transactions to the OS (durability="batch" calls this every N boundaries)."""

@@ -124,7 +124,8 @@ class CountingLock:
         self._lock.release()
 
     def __enter__(self) -> CountingLock:
-        self.acquire()
+        if not self._lock.acquire(blocking=False):  # uncontended (the usual case): one call
+            self.acquire()
         return self
 
     def __exit__(self, *exc: object) -> None:

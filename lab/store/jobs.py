@@ -65,19 +65,18 @@ class JobTables:
         id is refused there, with words about the request).
         """
         sql = self._job_sql
+        now = _now()
         with self._job_tx(job.request_id) as con:
-            row = con.execute(sql(q.JOB), [job.request_id]).fetchone()
-            if row is not None:
-                return self._job_record(row), False
-            now = _now()
-            con.execute(
+            inserted = con.execute(
                 sql(q.JOB_INSERT),
                 [
                     job.request_id, job.run_id, job.node_id, job.wait_owner, job.checkpoint_seq, job.runtime,
                     job.runner, _dump(job.request), job.digest, job.status, job.retry_of, _dump(job.output),
                     _dump(job.error), _dump(job.usage), _dump(job.worker), now, now, None,
                 ],  # fmt: skip
-            )
+            ).fetchone()
+            if inserted is None:  # the request id is taken (the job is held: it is there to read)
+                return self._job_record(con.execute(sql(q.JOB), [job.request_id]).fetchone()), False
             first = {"runtime": job.runtime, "runner": job.runner}  # a new job's first event: seq 0
             con.execute(sql(q.job_events_insert(1)), [job.request_id, 0, "transition", None, job.status, json.dumps(first), now])
         return dataclasses.replace(job, created_at=now, updated_at=now, ended_at=None), True
@@ -123,10 +122,11 @@ class JobTables:
         now = _now()
         sql = self._job_sql
         with self._job_tx(request_id) as con:
-            found = con.execute(sql(q.JOB_STATUS), [request_id]).fetchone()
+            found = con.execute(sql(q.JOB_STATUS), [request_id, request_id]).fetchone()
             if found is None:
                 raise StoreError(f"no agent job {request_id!r} in the store; lab.agents.jobs() lists them")
             before = status = found[0]
+            first = int(found[1])  # the next event's seq: nothing else writes the job while it is held
             events = [(kind, None, None, payload) for kind, payload in observations if not self._line_seen(con, request_id, payload)]
             fields: dict[str, Any] = {}
             ended = False
@@ -146,9 +146,8 @@ class JobTables:
                 args: list[Any] = [status, now, *(_dump(v) for v in fields.values())]
                 if ended:
                     args.append(now)
-                con.execute(sql(q.job_transition(list(fields), ended=ended)), [*args, request_id, [before]]).fetchall()
+                con.execute(sql(q.job_transition(list(fields), ended=ended)), [*args, request_id, [before]])
             if events:
-                first = con.execute(sql(q.JOB_NEXT_EVENT), [request_id]).fetchone()[0]
                 params: list[Any] = []
                 for i, (kind, from_status, to_status, payload) in enumerate(events):
                     params += [request_id, first + i, kind, from_status, to_status, json.dumps(payload), now]

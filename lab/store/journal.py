@@ -269,19 +269,23 @@ class Journal:
         """
         if not isinstance(rows, list):
             rows = list(rows)
-        first = self._next_j
+        first = j = self._next_j
         parts: list[bytes] = []
-        last = len(rows) - 1
-        for i, row in enumerate(rows):
-            row["j"] = first + i
+        last = rows[-1] if rows else None
+        for row in rows:
+            row["j"] = j
             row["tx"] = first
-            if i == last:
-                row["end"] = True
-            line = dumps(row)
+            j += 1
+            if row is last:
+                row["end"] = True  # the last key of the line: a reader cuts a live journal after `,"end":true}`
+            try:
+                line = to_json(row, fallback=str)
+            except PydanticSerializationError:
+                line = dumps(row)  # escapes observations, or names the field it refuses
             if len(line) > MAX_LINE:
                 raise _too_large(row, len(line))
             parts.append(line)
-        self._next_j = first + len(rows)
+        self._next_j = j
         parts.append(b"")
         return b"\n".join(parts)
 
@@ -314,7 +318,11 @@ class Journal:
         """
         if self._broken:
             raise StoreError(f"cannot write: {self._broken}")
-        start = self._check_file() if check else self._size
+        if check:  # inlined `_check_file` (the hot path): the file is still the journal at `path`
+            st = os.fstat(self._fd)
+            if st.st_nlink == 0 or st.st_size != self._size:
+                self._check_file()
+        start = self._size
         try:
             n = os.write(self._fd, blob)
             if n != len(blob):  # a short write: the rest, or the error that stopped it

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from . import sql_text as q
 from .dialect import POSTGRES
+from .schema import EVAL_TABLES
 
 RUN_LOCK = 1196379212
 """Advisory lock class of a run's writers (transaction-scoped, in `graphlab_write`)."""
@@ -305,4 +306,6 @@ MIGRATIONS: list[list[str]] = [
     # version 5 -> 6: recorded calls (lab/recording.py), as DuckDB's (the text is sql_text.CALLS_TABLE)
     # (journalled: `graphlab_write` stores `call` rows from now on)
     [POSTGRES.sql(q.CALLS_TABLE), "CREATE INDEX IF NOT EXISTS calls_run ON calls (run_id)", WRITE_FUNCTION],
+    # version 6 -> 7: evaluations (lab/evaluate/), DuckDB's DDL rendered for PostgreSQL
+    [POSTGRES.ddl(stmt) for stmt in EVAL_TABLES],
 ]

@@ -41,6 +41,7 @@ from .holders import Process
 from .journal import UnstorableValueError, dumps, string_at
 from .postgres_calls import PostgresCalls
 from .postgres_effects import PostgresEffects
+from .postgres_evals import PostgresEvals
 from .postgres_jobs import PostgresJobs
 from .postgres_schema import GRAPH_LOCK, MIGRATE_LOCK, MIGRATIONS, WRITERS_TABLE
 from .postgres_session import LiveSession, check_pooled, holders
@@ -141,7 +142,7 @@ def _unreachable(path: str, where: str, exc: BaseException) -> str:
     return f"cannot open the PostgreSQL store {path} ({where}): {what} ({text}); {todo}"
 
 
-class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Store):
+class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, PostgresEvals, Store):
     """Graph Lab's store on a PostgreSQL database (psycopg 3, a connection pool)."""
 
     dialect = POSTGRES

@@ -11,7 +11,7 @@ from ..errors import StoreSchemaError
 from . import sql_text as q
 from .dialect import DUCKDB
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def refuse_newer(what: str, version: int) -> None:
@@ -22,7 +22,10 @@ def refuse_newer(what: str, version: int) -> None:
             f"knows up to {SCHEMA_VERSION}); upgrade graph-lab to open it"
         )
 
-TABLES: tuple[str, ...] = ("graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events", "effects", "calls")
+TABLES: tuple[str, ...] = (
+    "graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events", "effects", "calls",
+    "evaluations", "eval_cases", "eval_scores",
+)
 """The data tables (besides `meta`), in dependency order."""
 
 EFFECTS_TABLE = """
@@ -42,6 +45,51 @@ CREATE TABLE IF NOT EXISTS effects (
 )
 """
 """One row per `IdempotentOp` call of a station visit (docs/store.md "effects")."""
+
+EVAL_TABLES: list[str] = [
+    """
+    CREATE TABLE IF NOT EXISTS evaluations (
+        evaluation_id VARCHAR PRIMARY KEY,
+        dataset VARCHAR NOT NULL,
+        graph_key VARCHAR NOT NULL,
+        revision INTEGER NOT NULL,
+        cases BIGINT NOT NULL,
+        spec JSON,
+        created_at TIMESTAMP NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS eval_cases (
+        evaluation_id VARCHAR NOT NULL,
+        case_index BIGINT NOT NULL,
+        case_name VARCHAR NOT NULL,
+        run_id VARCHAR,
+        status VARCHAR NOT NULL,
+        output JSON,
+        expected JSON,
+        duration DOUBLE,
+        usage JSON,
+        error VARCHAR,
+        updated_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (evaluation_id, case_index)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS eval_scores (
+        evaluation_id VARCHAR NOT NULL,
+        case_index BIGINT NOT NULL,
+        name VARCHAR NOT NULL,
+        kind VARCHAR NOT NULL,
+        value JSON,
+        reason VARCHAR,
+        evaluator VARCHAR NOT NULL,
+        PRIMARY KEY (evaluation_id, case_index, name)
+    )
+    """,
+]
+"""`lab.evaluate`'s tables (docs/evaluate.md): an evaluation, one row per case (linked to its run),
+one row per score, assertion, label or evaluator failure of a case. Written once in DuckDB's
+spelling; PostgreSQL's migration renders them with `Dialect.ddl`."""
 
 MIGRATIONS: list[list[str]] = [
     # version 0 -> 1: the foundation tables
@@ -189,8 +237,10 @@ MIGRATIONS: list[list[str]] = [
     # buffered journal line is not.
     [EFFECTS_TABLE],
     # version 5 -> 6: recorded calls (lab/recording.py, docs/replay.md), replayed on rewind, fork and
-    # retry. Written directly, like effects: a live call is committed before its response is used.
+    # retry. Journalled: a `call` journal row rides with the station's next boundary write.
     [DUCKDB.sql(q.CALLS_TABLE)],
+    # version 6 -> 7: evaluations over pydantic-evals data sets (lab/evaluate/, docs/evaluate.md)
+    EVAL_TABLES,
 ]
 
 JOURNAL_COLUMNS: dict[str, str] = {

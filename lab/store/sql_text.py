@@ -19,9 +19,11 @@ __all__ = (
     "GRAPH_REVISION", "GRAPH_NEXT_REVISION", "GRAPH_INSERT", "MANIFEST",
     "SCHEMA_VERSION_READ", "META_COLUMNS", "list_runs",
     "JOB_COLS", "JOB_EVENT_COLS", "JOB", "JOB_STATUS", "JOB_INSERT", "JOBS", "JOB_EVENTS", "JOB_EVENT_INSERT",
-    "JOB_LINE_SEEN", "JOB_NEXT_EVENT", "job_events_insert", "job_transition", "list_jobs",
+    "JOB_LINE_SEEN", "job_events_insert", "job_transition", "list_jobs",
     "EFFECT_COLS", "EFFECT", "EFFECT_INSERT", "EFFECT_RESTART", "EFFECT_FINISH", "EFFECTS", "EFFECTS_OF_RUN",
     "CALL_COLS", "CALLS_TABLE", "CALLS_OF_RUN", "call_attempt", "CALLS_IN_LINEAGE", "recorded_calls",
+    "EVAL_COLS", "EVAL_CASE_COLS", "EVAL_SCORE_COLS", "EVALUATION", "EVALUATIONS", "EVAL_INSERT", "EVAL_CASES",
+    "EVAL_SCORES", "EVAL_CASE_DELETE", "EVAL_SCORES_DELETE", "EVAL_CASE_INSERT", "EVAL_SCORE_INSERT",
 )  # fmt: skip
 
 RUN_COLS = (
@@ -108,11 +110,16 @@ JOB_COLS = (
 )
 JOB_EVENT_COLS = "request_id, seq, kind, from_status, to_status, payload, created_at"
 JOB = f"SELECT {JOB_COLS} FROM jobs WHERE request_id = ?"
-JOB_STATUS = "SELECT status FROM jobs WHERE request_id = ?"
+JOB_STATUS = (
+    "SELECT status, (SELECT coalesce(max(seq), -1) + 1 FROM job_events WHERE request_id = ?) FROM jobs WHERE request_id = ?"
+)
+"""A job's status and the seq its next event gets, in one statement (the caller holds the job: see `jobs.py`)."""
 JOB_INSERT = (
     f"INSERT INTO jobs ({JOB_COLS}) VALUES "
-    "(?, ?, ?, ?, ?, ?, ?, {json}, ?, ?, ?, {json}, {json}, {json}, {json}, ?, ?, ?)"
+    "(?, ?, ?, ?, ?, ?, ?, {json}, ?, ?, ?, {json}, {json}, {json}, {json}, ?, ?, ?) "
+    "ON CONFLICT (request_id) DO NOTHING RETURNING request_id"
 )
+"""A new job; no row comes back when its request id is taken (the caller then reads the stored job)."""
 JOBS = f"SELECT {JOB_COLS} FROM jobs WHERE true"
 JOB_EVENTS = f"SELECT {JOB_EVENT_COLS} FROM job_events WHERE request_id = ? AND seq > ? ORDER BY seq"
 JOB_EVENT_INSERT = (
@@ -121,12 +128,10 @@ JOB_EVENT_INSERT = (
     "CAST(? AS VARCHAR), {json}, CAST(? AS TIMESTAMP) FROM job_events WHERE request_id = ?"
 )
 """A job's next event, numbered from its stored ones (the caller holds the job: see `jobs.py`)."""
-JOB_NEXT_EVENT = "SELECT coalesce(max(seq), -1) + 1 FROM job_events WHERE request_id = ?"
-"""The seq a job's next event gets (the caller holds the job)."""
 
 
 def job_events_insert(n: int) -> str:
-    """`n` events of one job in one statement, their seqs given (from `JOB_NEXT_EVENT`)."""
+    """`n` events of one job in one statement, their seqs given (from `JOB_STATUS`)."""
     row = "(?, ?, ?, ?, ?, {json}, ?)"
     return f"INSERT INTO job_events ({JOB_EVENT_COLS}) VALUES " + ", ".join([row] * n)
 
@@ -137,13 +142,12 @@ JOB_LINE_SEEN = "SELECT 1 FROM job_events WHERE request_id = ? AND CAST(payload-
 
 def job_transition(columns: Sequence[str], *, ended: bool) -> str:
     """Move a job to a status (a parameter) with `columns` set (a {json} parameter each), only if
-    its status is one of a list (the last parameter, after the request id); returns its id when applied."""
+    its status is one of a list (the last parameter, after the request id)."""
     sets = ["status = ?", "updated_at = ?", *(f"{c} = {{json}}" for c in columns)]
     if ended:
         sets.append("ended_at = ?")
     return (
-        f"UPDATE jobs SET {', '.join(sets)} WHERE request_id = ? AND status IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
-        "RETURNING request_id"
+        f"UPDATE jobs SET {', '.join(sets)} WHERE request_id = ? AND status IN (SELECT unnest(CAST(? AS VARCHAR[])))"
     )
 
 
@@ -237,3 +241,21 @@ def recorded_calls(n_runs: int, *, node: bool) -> str:
         + (" AND node_id = ?" if node else "")
         + " ORDER BY created_at DESC, call_id DESC"
     )
+# -- evaluations (lab/evaluate/, store/evals.py) ---------------------------------------------
+
+EVAL_COLS = "evaluation_id, dataset, graph_key, revision, cases, spec, created_at"
+EVAL_CASE_COLS = (
+    "evaluation_id, case_index, case_name, run_id, status, output, expected, duration, usage, error, updated_at"
+)
+EVAL_SCORE_COLS = "evaluation_id, case_index, name, kind, value, reason, evaluator"
+EVALUATION = f"SELECT {EVAL_COLS} FROM evaluations WHERE evaluation_id = ?"
+EVALUATIONS = f"SELECT {EVAL_COLS} FROM evaluations ORDER BY created_at, evaluation_id"
+EVAL_INSERT = f"INSERT INTO evaluations ({EVAL_COLS}) VALUES (?, ?, ?, ?, ?, {{json}}, ?)"
+EVAL_CASES = f"SELECT {EVAL_CASE_COLS} FROM eval_cases WHERE evaluation_id = ? ORDER BY case_index"
+EVAL_SCORES = f"SELECT {EVAL_SCORE_COLS} FROM eval_scores WHERE evaluation_id = ? ORDER BY case_index, name"
+EVAL_CASE_DELETE = "DELETE FROM eval_cases WHERE evaluation_id = ? AND case_index = ?"
+EVAL_SCORES_DELETE = "DELETE FROM eval_scores WHERE evaluation_id = ? AND case_index = ?"
+EVAL_CASE_INSERT = (
+    f"INSERT INTO eval_cases ({EVAL_CASE_COLS}) VALUES (?, ?, ?, ?, ?, {{json}}, {{json}}, ?, {{json}}, ?, ?)"
+)
+EVAL_SCORE_INSERT = f"INSERT INTO eval_scores ({EVAL_SCORE_COLS}) VALUES (?, ?, ?, ?, {{json}}, ?, ?)"

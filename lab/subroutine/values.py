@@ -92,9 +92,22 @@ _ATOMIC = frozenset({type(None), bool, int, float, complex, str, bytes})
 def isolated(value: Any) -> Any:
     """A copy of `value` a visit may change without touching the run's state (its pending payload, the
     invocation's params). An immutable value is its own copy: a deep copy costs more than a visit."""
-    if type(value) in _ATOMIC or immutable_problem(value, "") is None:
+    if type(value) in _ATOMIC:
+        return value
+    if _flat_mutable(value):  # a mutable dataclass of immutable parts (the usual params): a shallow copy is a deep one
+        return copy.copy(value)
+    if immutable_problem(value, "") is None:
         return value
     return copy.deepcopy(value)
+
+
+def _flat_mutable(value: Any) -> bool:
+    """Whether `value` is a plain, not frozen dataclass whose every field holds an immutable value."""
+    cls = type(value)
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or params.frozen or isinstance(value, type) or hasattr(cls, "__deepcopy__") or hasattr(cls, "__copy__"):
+        return False
+    return all(immutable_problem(getattr(value, f.name), "") is None for f in dataclasses.fields(value))
 
 
 def check_state_type(tp: Any, *, node: str) -> None:

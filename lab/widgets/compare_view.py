@@ -32,7 +32,9 @@ class CompareView(widgets.VBox):
         )
         self.summary = widgets.HTML(comparison_html(comparison.to_json(), comparison.drawing(), styled=True))
         options = [(self._row_label(r), i) for i, r in enumerate(comparison.rows)]
-        self.picker = widgets.Dropdown(options=options, description="position", layout=widgets.Layout(width="auto"))
+        self.picker = widgets.Dropdown(
+            options=options, description="position", layout=widgets.Layout(width="auto")
+        )
         self.picker.add_class("gl-positions")
         self.detail = widgets.HTML()
         self.picker.observe(self._on_pick, names="value")
@@ -45,7 +47,11 @@ class CompareView(widgets.VBox):
     @staticmethod
     def _row_label(row: Any) -> str:
         def side(e: dict[str, Any] | None) -> str:
-            return "—" if e is None else f"{e['seq']} {e['station'] or ''}".strip()
+            if e is None:
+                return "—"
+            if "frontier" in e:  # a super-step: what it settled, then its frontier
+                return f"{e['seq']} {e['station'] or 'nothing'} → {e['frontier']}"
+            return f"{e['seq']} {e['station'] or ''}".strip()
 
         mark = "same" if row.diff is not None and not row.diff else ("differs" if row.diff else "one side")
         return f"{row.index}: A {side(row.a)} | B {side(row.b)} · {mark}"
@@ -62,9 +68,13 @@ class CompareView(widgets.VBox):
     def _show(self, index: int) -> None:
         row = self.comparison.rows[index]
         if row.diff is None:
-            self.detail.value = H.diff_table(None, title=f"position {row.index}: only one side has a checkpoint")
+            self.detail.value = H.diff_table(
+                None, title=f"position {row.index}: only one side has a checkpoint"
+            )
             return
-        self.detail.value = H.diff_table(row.diff, title=f"position {row.index}: {row.diff.left} → {row.diff.right}")
+        self.detail.value = H.diff_table(
+            row.diff, title=f"position {row.index}: {row.diff.left} → {row.diff.right}"
+        )
 
     def __repr__(self) -> str:
         return f"<CompareView {self.comparison.a.label} vs {self.comparison.b.label}>"

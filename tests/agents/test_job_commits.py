@@ -55,6 +55,24 @@ def test_a_job_in_this_process_takes_three_commits_and_keeps_every_transition(la
     assert run.job.record.worker["pid"] > 0  # who runs it: this process
 
 
+def test_the_run_adopts_its_jobs_outcome_without_reading_the_job_back(lab, monkeypatch):
+    """The job ran as a task here and its terminal won here: the run takes that outcome from the job's
+    completion, not from the job table (issue 27 item 4); the only job read is the run's binding lookup."""
+    store = lab.store
+    reads: list[str] = []
+    for name in ("job", "jobs"):
+        method = getattr(type(store), name)
+        monkeypatch.setattr(type(store), name, lambda self, *a, _m=method, _n=name, **k: (reads.append(_n), _m(self, *a, **k))[1])
+    run = declare(lab).start(lab.graphs["essay"].nodes["Outline"]())
+    run.run()
+    assert run.status == "done"
+    assert reads == ["jobs"]  # the binding of the run's first job (none before it)
+    monkeypatch.undo()
+    (verdict,) = run.events("verdict")
+    rec = store.job(run.job.request_id)
+    assert rec.status == "SUCCEEDED" and verdict.payload["output"] == rec.output and verdict.payload["status"] == "SUCCEEDED"
+
+
 def _stalling_agent(release):
     """An agent whose first round calls a tool that waits for `release` (a file), then answers."""
     from pydantic_ai import Agent

@@ -11,3 +11,5 @@ def test_agent_benchmark_reports_the_agent_and_the_station():
     assert report.ratio("station_task") > 0
     table = agents_markdown(report)
     assert "| station_task | 1 |" in table and "station_subprocess" not in table
+    row = next(line for line in table.splitlines() if line.startswith("| station_task"))
+    assert "agent + 10 =" in row and row.rstrip(" |").endswith(("yes", "no"))  # the target, and whether it is met

@@ -16,6 +16,7 @@ COMMANDS = {
     "lab.bench.workflow": ["--loops", "--runs"],
     "lab.bench.share": ["--checkpoints", "--repeat", "--parallel-rounds"],
     "lab.bench.replay": ["--visits", "--repeat", "--warmup"],
+    "lab.bench.evaluate": ["--cases", "--stations", "--no-ray"],
 }
 
 

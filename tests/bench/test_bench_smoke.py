@@ -60,3 +60,34 @@ def test_profile_sees_the_engine_and_the_store():
     lab_rows = text.split("== functions in", 1)[1]
     assert "lab/engine/" in lab_rows and "lab/store/" in lab_rows
     assert "lab/bench/" not in lab_rows
+
+
+def test_targets_are_the_issue_27_numbers_and_a_miss_prints_no():
+    """issue 27 item 2: the target column carries the product's targets (step 1.25x, batch 1.15x,
+    fsync 2.5x the floor), and a row over its target prints "no" (one under it, "yes")."""
+    targets = {v.key: v.target for v in serial.VARIANTS}
+    assert targets["lab_step"] == 1.25 and targets["lab_memory"] == 1.25 and targets["lab_step_async"] == 1.25
+    assert targets["lab_batch"] == 1.15
+    assert targets["lab_step_fsync"] == 2.5
+
+    def result(key: str, us: float) -> serial.VariantResult:
+        v = next(v for v in serial.VARIANTS if v.key == key)
+        return serial.VariantResult(key, v.label, 1000, v.target, seconds=[us * 1000 / 1e6], outputs=[1000])
+
+    report = serial.BenchReport(
+        visits=1000,
+        repeat=1,
+        warmup=0,
+        variants={
+            "floor": result("floor", 100.0),
+            "lab_step": result("lab_step", 126.0),  # 1.26x: over 1.25x
+            "lab_batch": result("lab_batch", 114.0),  # 1.14x: under 1.15x
+            "lab_step_fsync": result("lab_step_fsync", 251.0),  # 2.51x: over 2.5x
+        },
+        machine=serial.machine_info(),
+    )
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in serial.to_markdown(report).splitlines() if line.startswith("| lab")}
+    step, batch, fsync = (rows[report.variants[k].label] for k in ("lab_step", "lab_batch", "lab_step_fsync"))
+    assert "| ≤ 1.25x | **no** |" in step and "1.26x" in step
+    assert "| ≤ 1.15x | yes |" in batch and "1.14x" in batch
+    assert "| ≤ 2.5x | **no** |" in fsync and "2.51x" in fsync

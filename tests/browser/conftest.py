@@ -185,7 +185,10 @@ def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
 
 
 @pytest.fixture(scope="package")
-def browser(jupyter_server: Server) -> Iterator[object]:
+def chromium() -> Iterator[object]:
+    """Debian's Chromium, launched once for every browser test: Playwright's sync API allows one
+    running instance per thread, so the JupyterLab tests and the offline-file tests share it."""
+    _require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -194,6 +197,12 @@ def browser(jupyter_server: Server) -> Iterator[object]:
             yield b
         finally:
             b.close()
+
+
+@pytest.fixture(scope="package")
+def browser(chromium, jupyter_server: Server) -> object:  # type: ignore[no-untyped-def]
+    """The shared Chromium, once the package's JupyterLab is up."""
+    return chromium
 
 
 @pytest.fixture

@@ -19,22 +19,9 @@ from tests.conftest import Counter, Inc, declare_counter
 from tests.integration.gate_graphs import Draft, Mail, declare_mail
 from tests.unit.test_widgets_parallel import declare_squares, fan_graph
 
-from .conftest import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, _require_chromium
+from .conftest import SCREENSHOTS
 
 HOSTILE = ["<script>window.PWNED=1</script>", "</script><img src=x onerror=\"window.PWNED=2\">"]
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[object]:
-    _require_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture

@@ -18,12 +18,14 @@ from tests.docs.blocks import SKIP, blocks, runnable
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+ELSEWHERE = {"evaluate.md": "tests/evals/test_evaluate_docs.py"}
+"""Docs whose blocks another test runs: evaluate.md needs the `evals` extra, so it runs in `.venv-evals`."""
 RUNNER = Path(__file__).with_name("blocks.py")
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("doc", [d for d in DOCS if runnable(d)], ids=lambda d: d.name)
+@pytest.mark.parametrize("doc", [d for d in DOCS if runnable(d) and d.name not in ELSEWHERE], ids=lambda d: d.name)
 def test_python_blocks_run_as_written(doc: Path, tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO), IPYTHONDIR=str(tmp_path / "ipython"), MPLBACKEND="agg")
     done = subprocess.run(

@@ -121,3 +121,17 @@ def test_a_grant_event_carries_the_attempt_it_admits(tmp_path) -> None:
         assert waiting.attempt in {e.attempt for e in run.events("entered")}
         run.run()
         assert run.status == "done"
+
+
+def test_a_grant_given_after_a_reopen_carries_the_attempt_read_back(tmp_path) -> None:
+    """The handle that parked knows its wait's attempt without reading events back (issue 27); a handle
+    reopened in a new lab reads it from the stored `waiting` event, so its verdict carries it too."""
+    with Lab(tmp_path / "lab.duckdb") as lab:
+        run_id = _graph(lab, OneInGroup).start(OneInGroup(), state=Rig()).run().id
+    with Lab(tmp_path / "lab.duckdb") as lab:
+        _graph(lab, OneInGroup)
+        run = lab.resume(run_id)
+        run.grant("gpu", "gpu-0")
+        (waiting,) = run.events("waiting")
+        (verdict,) = run.events("verdict")
+        assert verdict.attempt is not None and verdict.attempt == waiting.attempt

@@ -7,6 +7,9 @@ Scenarios:
   taken 5 times, the timeline's words `square ×5`; the last step lights End, `square` `×5`
 - a broadcast of 3 into a join, one branch a step longer: the step where two branches reached
   the join shows `2 of 3` (`gl-joining`) with the long branch lit, as the widget does
+- a map of 8 joined round after round (its fork stacks grow a frame a round): every step drawn as
+  the widget draws it, and drawing one step more reads one checkpoint more (counting is
+  incremental: each checkpoint's tally is its parent's plus one step), equal to a full recount
 - a run rewound twice: its page holds every checkpoint once and one branch per leaf, the head's
   branch first, labelled as the widget's branch picker labels them; a serial run has no `lit`
 """
@@ -148,3 +151,57 @@ def test_a_rewound_run_offers_every_branch_head_first(lab, tmp_path) -> None:
     for b in branches:  # each branch is root to its tip along parent links
         assert b["seqs"][0] == 0 and b["seqs"][-1] == b["tip"]
         assert all(by_seq[s]["parent"] == p for p, s in zip(b["seqs"], b["seqs"][1:], strict=False))
+
+
+def test_a_looping_map_is_drawn_incrementally_and_as_the_widget(lab, tmp_path) -> None:
+    """A map of 8 joined, round after round (its tasks' fork stacks grow a frame a round): the page
+    draws every step as the widget does, and drawing a branch one step longer reads one checkpoint
+    (each checkpoint's tally is its parent's plus one step, not a recount of the branch)."""
+    from lab.bench.share import WIDTH, Rounds, map_loop
+    from lab.render import overlay_from_frontier, spec_from_manifest
+    from lab.render.steps import StepView, frontier_of, is_parallel
+
+    g = map_loop(lab.graph("loop", state_type=Rounds, input_type=list[int], output_type=int))
+    run = g.start(inputs=list(range(WIDTH)), state=Rounds(limit=6), step_limit=None).run(step_limit=None)
+    assert run.status == "done" and run.output == sum(i * i for i in range(WIDTH))
+    data = page_data(run.export_html(tmp_path / "loop.html"))["runs"][0]
+    same_as_the_widget(run, data)
+    last = {c["seq"]: c for c in data["checkpoints"]}[run.head]["lit"]
+    assert last["edges"]["map→square"] == 6 * WIDTH and last["nodes"]["square"][1].endswith(f"×{6 * WIDTH}")
+
+    records = {r.seq: r for r in run.history()}
+    assert len(records[run.head - 1].next[0].meta["fork_stack"]) >= 7  # the stack grew every round
+    manifest = lab.store.manifest(run.graph.name, run.revision)
+    assert is_parallel(manifest)
+    reads: list[int] = []
+
+    def read(seqs):
+        reads.extend(seqs)
+        return {s: records[s] for s in seqs}
+
+    view = StepView(spec_from_manifest(manifest), read)
+    seqs = sorted(records)
+    steps: list[list[str]] = []  # the branch's steps recounted from scratch, for the reference
+    for i in range(1, len(seqs) + 1):
+        before = len(reads)
+        got = view.overlay(seqs[:i])
+        assert len(reads) - before <= 2, f"drawing checkpoint {seqs[i - 1]} reread the branch"
+        if i > 1:
+            a, b = records[seqs[i - 2]], records[seqs[i - 1]]
+            left = {p.meta["task"]: p.node_id for p in b.next if "join" not in p.meta}
+            steps.append([p.node_id for p in a.next if "join" not in p.meta and p.meta["task"] not in left])
+        tasks, joins = frontier_of(records[seqs[i - 1]])
+        want = overlay_from_frontier(
+            [list(s) for s in steps],
+            tasks,
+            spec=view.spec,
+            accumulators=joins,
+            done=records[seqs[i - 1]].status == "done",
+        )
+        assert (got.traversed, got.visits, got.tasks, got.joins) == (
+            want.traversed,
+            want.visits,
+            want.tasks,
+            want.joins,
+        )
+    assert sorted(set(reads)) == seqs and len(reads) <= 2 * len(seqs)

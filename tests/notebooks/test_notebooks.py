@@ -26,6 +26,8 @@ from lab import RevisionMismatchError
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 KERNEL_NAME = "python3"
+EVALS_KERNEL = "graphlab-evals"
+"""The kernel notebooks/evaluate.ipynb names: `.venv-evals`'s python (scripts/setup.sh registers it)."""
 CELL_TIMEOUT = 300
 """Seconds one cell may take: a Ray or agent cell takes over a minute on a busy machine (load 5)."""
 
@@ -110,13 +112,18 @@ def test_notebook_is_stored_without_outputs(path: Path) -> None:
         if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count") is not None)
     ]
     assert not dirty, f"{path.name}: code cells {dirty} have stored outputs or execution counts; clear them"
-    assert nb.metadata.get("kernelspec", {}).get("name") == KERNEL_NAME
+    # evaluate.ipynb asks for the kernel of .venv-evals, which scripts/setup.sh registers (docs/evaluate.md)
+    assert nb.metadata.get("kernelspec", {}).get("name") == (EVALS_KERNEL if path.name == "evaluate.ipynb" else KERNEL_NAME)
 
 
-RUN_ELSEWHERE = {"batch.ipynb": "tests/notebooks/test_own_runs.py"}
+RUN_ELSEWHERE = {
+    "batch.ipynb": "tests/notebooks/test_own_runs.py",
+    "evaluate.ipynb": "tests/evals/test_evaluate_notebook.py",
+}
 """Notebooks run top to bottom by another test: batch.ipynb starts a Ray of its own and two
 worker processes (the slowest notebook by far), so it runs once, in test_own_runs.py, where it
-shares its folder's store with a consent run parked at its gate, as the shipped notebooks do."""
+shares its folder's store with a consent run parked at its gate, as the shipped notebooks do.
+evaluate.ipynb needs the `evals` extra (pydantic-evals), so it runs in `.venv-evals` with tests/evals."""
 TOP_TO_BOTTOM = [p for p in NOTEBOOKS if p.name not in RUN_ELSEWHERE]
 
 

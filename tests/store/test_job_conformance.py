@@ -108,6 +108,19 @@ def test_jobs_are_listed_oldest_first_and_filtered(lab: Lab) -> None:
     assert store.jobs(run_id="run-y", status="QUEUED") == []
 
 
+def test_the_outcome_a_process_recorded_is_the_one_the_store_gives_back(lab: Lab) -> None:
+    """A run adopts the terminal its own process recorded without reading the job back (issue 27 item 4):
+    that outcome must equal what a reader of the store gets, JSON round-trip included (int keys, tuples)."""
+    from lab.agents.outcomes import outcome_of, stored_outcome
+
+    store = lab.store
+    store.insert_job(_job())
+    store.transition_job("job-1", "RUNNING", allowed_from=["QUEUED"])
+    output = {1: "one", "pair": (1, 2), "x": 0.1, "nested": {"ok": True, "none": None}}
+    assert store.transition_job("job-1", "SUCCEEDED", allowed_from=["RUNNING"], terminal=True, output=output)
+    assert stored_outcome("job-1", "SUCCEEDED", output, None) == outcome_of(store.job("job-1"))
+
+
 def test_observations_are_numbered_and_a_progress_line_is_recorded_once(lab: Lab) -> None:
     store = lab.store
     store.insert_job(_job())
