@@ -324,6 +324,9 @@ class TimeTravel:
         fork_payload = {"parent_run": self.id, "parent_seq": seq, "revision": target.revision, "state_edited": state is not None}
         child_event = EventRecord(run_id=child_id, seq=0, kind="fork", checkpoint_seq=0, payload=fork_payload)
         rows = [store.run_row(child), store.checkpoint_row(cp), store.event_row(child_event)]
+        if self.replay != "auto":  # the fork keeps the parent's replay mode, stored as its own choice
+            mode_event = EventRecord(run_id=child_id, seq=1, kind="replay", checkpoint_seq=0, payload={"mode": self.replay})
+            rows.append(store.event_row(mode_event))
         if self._writer is None:  # the parent's own events are numbered by the process that advances it
             rows.append(self._event_row("fork", checkpoint_seq=seq, payload={"child_run": child_id, "revision": target.revision}))
         store.write(rows)
@@ -337,10 +340,11 @@ class TimeTravel:
             pending=pending,
             state_json=state_json,
             next_cp=1,
-            next_ev=1,
+            next_ev=2 if self.replay != "auto" else 1,
             batch_size=self.batch_size,
             counters=cp.counters,  # a fork starts a fresh budget with the same limits
         )
+        run.restore_replay(self.replay)
         self.lab.store.live_runs[child_id] = run
         note_run(run)
         return run
@@ -445,6 +449,10 @@ class StoredRun:
     def settled_stations(self) -> dict[int, str]:
         """Checkpoint seq -> the station that settled into it."""
         return self._store.settled_stations(self.id)
+
+    def calls(self) -> list[Any]:
+        """The recorded calls of the run's stations, oldest first (docs/replay.md)."""
+        return self._store.calls(self.id) if hasattr(self._store, "calls") else []
 
     def manifest(self) -> Any:
         """The pinned manifest of the run's graph revision (stations and edges), or None."""

@@ -40,7 +40,7 @@ from pydantic_core import to_json, to_jsonable_python
 from .errors import ArgumentError, ReplayMissError
 from .events import running_run
 from .gates import station_context
-from .store.calls import CallRecord
+from .store.calls import CallRecord, call_row
 
 __all__ = (
     "ReplayMode",
@@ -58,6 +58,7 @@ __all__ = (
     "Recordings",
     "scrubbed",
     "note_new_run",
+    "surface_job_calls",
 )
 
 ReplayMode = Literal["auto", "strict", "off"]
@@ -135,16 +136,15 @@ _SECRET_KEY = re.compile(
     '"[^"]*(?:' + "|".join(re.escape(m) for m in SECRET_MARKERS) + ')[^"]*":', re.IGNORECASE
 )
 """A JSON text holding a secret-looking key: only then is the value walked to leave them out."""
+_SECRET_ANYWHERE = re.compile("|".join(re.escape(m) for m in SECRET_MARKERS), re.IGNORECASE).search
+"""A marker anywhere in a text, in one pass (no lower-cased copy of the text)."""
 
 
 def scrubbed(value: Any) -> tuple[Any, str]:
     """`value` (JSON data) without secret-looking keys, and its canonical JSON text: one C-speed dump,
     and a walk only when the text holds such a key."""
     text = canonical(value)
-    low = text.lower()
-    if any(
-        m in low for m in SECRET_MARKERS
-    ):  # a marker anywhere (a key or not): walk, and leave out the keys
+    if _SECRET_ANYWHERE(text) is not None:  # a marker anywhere (a key or not): walk, and leave out the keys
         value = scrub(value)
         text = canonical(value)
     return value, text
@@ -300,11 +300,10 @@ class StationCalls:
             mode="live", request=plan.request, response=scrubbed(response if clean else jsonable(response))[0], input_tokens=input_tokens,
             output_tokens=output_tokens, ms=(time.perf_counter() - plan.started) * 1000, created_at=_now(),
         )  # fmt: skip
-        self._store(rec)
         known = _known.get(self.run_id)
         if known is not None:
             known.add(rec)
-        self._event(rec, saved=0)
+        self._record(rec, saved=0)
         return rec
 
     def finish_replayed(self, plan: Plan) -> Any:
@@ -317,25 +316,22 @@ class StationCalls:
             mode="replayed", replayed_from=src.call_id, input_tokens=src.input_tokens, output_tokens=src.output_tokens,
             ms=(time.perf_counter() - plan.started) * 1000, created_at=_now(),
         )  # fmt: skip
-        self._store(rec)
-        self._event(rec, saved=src.tokens)
+        self._record(rec, saved=src.tokens)
         return src.response
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _store(self, rec: CallRecord) -> None:
-        """Journal the call: held for its `recorded` event's write inside a run, written through for a job."""
-        self.store.record_call(rec, sync=self.run is None)
-
-    def _event(self, rec: CallRecord, *, saved: int) -> None:
+    def _record(self, rec: CallRecord, *, saved: int) -> None:
+        """Journal the call: inside a run, its row and its `recorded` event in one write, held for the
+        station's next write (its settlement, failure or park); a job's row is written through."""
         if self.run is None:
+            self.store.record_call(rec, sync=True)
             return
         payload = {
             "call": rec.call_id, "kind": rec.kind, "name": rec.name, "index": rec.call_index, "mode": rec.mode,
             "tokens": rec.tokens, "saved_tokens": saved, "ms": round(rec.ms or 0.0, 3),
         }  # fmt: skip
-        # held with the call's row until the station's next write (its settlement, failure or park)
-        self.run.record_event("recorded", node_id=self.node_id, payload=payload, sync=False)
+        self.run.record_event("recorded", node_id=self.node_id, payload=payload, sync=False, rows=(call_row(rec),))
 
     def _miss(self, kind: str, name: str, index: int, request: Any) -> ReplayMissError:
         near = self._closest(kind, name, index)
@@ -393,6 +389,30 @@ def station_calls() -> StationCalls | None:
         store, run.id, ctx.node_id, run.head, run=run
     )  # no read: the head the try entered from
     return ctx.calls
+
+
+def surface_job_calls(run: Any, node_id: str) -> None:
+    """A delegated station took its job's outcome in: each call its job recorded (rows of `calls` written
+    while the run was parked, with no `recorded` event: a station's own calls and events are written
+    together) becomes a `recorded` event of the run now (`"job": true`), held for the station's
+    settlement like its own calls'. Each call once: a call that has its event is skipped."""
+    run = run if run is not None else running_run.get()
+    store = getattr(getattr(run, "lab", None), "store", None)
+    if store is None or not hasattr(store, "calls"):
+        return
+    new = [c for c in store.calls(run.id) if c.node_id == node_id]
+    if not new:
+        return
+    seen = {(e.payload or {}).get("call") for e in store.events(run.id, kind="recorded")}
+    for c in new:
+        if c.call_id in seen:
+            continue
+        payload = {
+            "call": c.call_id, "kind": c.kind, "name": c.name, "index": c.call_index, "mode": c.mode,
+            "tokens": c.tokens, "saved_tokens": c.tokens if c.mode == "replayed" else 0,
+            "ms": round(c.ms or 0.0, 3), "job": True,
+        }  # fmt: skip
+        run.record_event("recorded", node_id=node_id, payload=payload, sync=False)
 
 
 # -- recorded functions ------------------------------------------------------------------------

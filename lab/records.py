@@ -63,13 +63,15 @@ EventKind = Literal[
     "dropped",
     "call",
     "recorded",
+    "replay",
     "progress",
     "subgraph",
 ]
 """What an event observed. `dropped`: a parallel task whose result was discarded (a sibling
 reached End, or a join's reducer cancelled its siblings). `call`: a subroutine visit invoked a
 child (its run id or store; docs/subroutines.md). `recorded`: a station's recorded call, live or
-replayed, with its tokens (docs/replay.md). Events observe; they never drive recovery."""
+replayed, with its tokens (docs/replay.md); `replay`: the run's replay mode chosen (`run.replay = ...`),
+which a reopened handle takes. Events observe; they never drive recovery."""
 
 Durability = Literal["step", "batch"]
 """`step`: every boundary reaches the OS before the next station runs. `batch`: every N boundaries."""

@@ -57,6 +57,7 @@ def open_stored(lab: Lab, run_id: str, deps: Any) -> Run:
         wait=wait,
         counters=head.counters,
     )
+    keep_replay_mode(store, run)
     if head.status == "waiting":
         several = [w for w in store.waits(run_id) if w.checkpoint_seq == head.seq]
         if len(several) > 1:  # parallel branches parked in one step
@@ -95,9 +96,17 @@ def fork_stored(lab: Lab, run_id: str, seq: int | None, state: Any, revision: in
         next_ev=next_ev,
         batch_size=lab.batch_size,
     )
+    keep_replay_mode(store, parent)  # the fork keeps it
     if writer is not None:  # a run another process advances gains no `fork` event from here
         parent.advanced_by(writer)
     return parent.fork(seq, state=state, revision=revision)
+
+
+def keep_replay_mode(store: Store, run: Run) -> None:
+    """The replay mode the run last chose (its latest `replay` event; docs/replay.md), else `auto`."""
+    chosen = store.events(run.id, kind="replay")
+    if chosen:
+        run.restore_replay((chosen[-1].payload or {}).get("mode"))
 
 
 def recover_interrupted(store: Store) -> None:

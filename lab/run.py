@@ -287,14 +287,24 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
     def replay(self) -> str:
         """How this run's recorded calls replay (docs/replay.md): `"auto"` (the default: a recorded response
         when the request is the same, a real call when it differs), `"strict"` (a request with no recording
-        raises `ReplayMissError`) or `"off"` (every call is real). Kept in this process, not stored."""
+        raises `ReplayMissError`) or `"off"` (every call is real). A change is stored as a `replay` event, so
+        `lab.resume` (in this kernel or a new one) and a fork keep the mode the run chose."""
         return self._replay
 
     @replay.setter
     def replay(self, mode: str) -> None:
         if mode not in ("auto", "strict", "off"):
             raise ArgumentError(f"run.replay is 'auto', 'strict' or 'off', got {mode!r}")
+        if mode == self._replay:
+            return
         self._replay = mode
+        if self._writer is None:  # the process advancing the run numbers its events; here it is this handle's
+            self.record_event("replay", payload={"mode": mode})
+
+    def restore_replay(self, mode: Any) -> None:
+        """Take the replay mode a stored `replay` event chose (reopening, forking), writing nothing."""
+        if mode in ("auto", "strict", "off"):
+            self._replay = mode
 
     @property
     def next_checkpoint(self) -> int:
@@ -367,11 +377,19 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
             sink(batch)
 
     def record_event(
-        self, kind: str, *, node_id: str | None = None, payload: dict[str, Any] | None = None, sync: bool = True
+        self,
+        kind: str,
+        *,
+        node_id: str | None = None,
+        payload: dict[str, Any] | None = None,
+        sync: bool = True,
+        rows: Sequence[dict[str, Any]] = (),
     ) -> None:
         """Write one event of this run at its head, through to the journal (a subgraph's link); `sync=False`
-        holds it for the run's next write, as `durability="batch"` holds a boundary (a recorded call's event)."""
-        self._write([self._event_row(kind, node_id=node_id, checkpoint_seq=self._head, payload=payload)], sync=sync)
+        holds it for the run's next write, as `durability="batch"` holds a boundary (a recorded call's event).
+        `rows`: store rows that go in the same transaction, before the event (a recorded call's row)."""
+        event = self._event_row(kind, node_id=node_id, checkpoint_seq=self._head, payload=payload)
+        self._write([*rows, event] if rows else [event], sync=sync)
 
     def record_progress(self, node_id: str, value: Any, details: dict[str, Any]) -> None:
         """A `progress` event from the node in flight (`report_progress`), written and streamed at once."""

@@ -26,6 +26,7 @@ from pydantic_graph import BaseNode, GraphRunContext
 from typing_extensions import TypeVar
 
 from ..gates import WaitSignal, current_station
+from ..recording import surface_job_calls
 from .approvals import MAX_APPROVAL_ROUNDS, ToolApprovalRequired, pending_approvals, resume_of, take_verdict
 from .errors import AgentResultError, AgentRuntimeError, ApprovalRoundsExceeded, DelegatedJobFailed
 from .outcomes import retry_names, take_outcome
@@ -159,6 +160,7 @@ async def _delegated_run(node: DelegatedAgentNode[Any, Any], ctx: GraphRunContex
         outcome = take_outcome(station, name)
         if outcome is None:
             raise DelegationRequired(node, request, prior=list(station.answers))  # the wait keeps the answers so far
+        surface_job_calls(station.run, name)  # its job's calls become `recorded` events
         pending = pending_approvals(outcome.get("output")) if outcome.get("status") == "SUCCEEDED" else None
         if pending is None:
             break

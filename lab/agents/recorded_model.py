@@ -10,12 +10,12 @@ station's agent (the job's task wraps it with `agent.override(model=...)` around
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse
-from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 
 from ..errors import ArgumentError
@@ -44,8 +44,8 @@ class RecordedModel(WrapperModel):
     """Wraps a model: inside a station its requests are recorded and, on a re-run, replayed.
 
     Outside a station (or a delegated job) it is the wrapped model. `replay` overrides the run's
-    `run.replay` for this model's requests. Streamed requests (`agent.run_stream`) pass through
-    unrecorded.
+    `run.replay` for this model's requests. A streamed request (`agent.run_stream`, `request_stream`)
+    is recorded once its stream is read to the end, and replayed as a stream of the recorded parts.
     """
 
     def __init__(self, wrapped: Model | str, *, replay: ReplayMode | None = None):
@@ -95,6 +95,50 @@ class RecordedModel(WrapperModel):
             clean=True,
         )
         return response
+
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[Any],
+        model_settings: Any,
+        model_request_parameters: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        """A streamed request: replayed as a stream of the recorded response's parts (each part whole), or
+        streamed live and recorded when the reader has read it to the end (a stream left half read records
+        nothing). A stream and a plain request asking the same are the same call: either replays the other."""
+        rec = station_calls()
+        if rec is None:
+            async with self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context) as s:
+                yield s
+            return
+        plan = rec.begin(
+            "model",
+            self.wrapped.model_name,
+            self.request_json(messages, model_settings, model_request_parameters),
+            self.replay,
+            clean=True,
+        )
+        if plan.replayed is not None:
+            response = ModelMessagesTypeAdapter.validate_python([rec.finish_replayed(plan)])[0]
+            yield CompletedStreamedResponse(
+                response,  # type: ignore[arg-type]
+                model_request_parameters=model_request_parameters,
+                replay_events=True,
+            )
+            return
+        async with self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context) as stream:
+            yield stream
+        response = stream.get()
+        if response.state == "complete":
+            rec.finish_live(
+                plan,
+                ModelMessagesTypeAdapter.dump_python([response], mode="json")[0],
+                input_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+                clean=True,
+            )
 
 
 def record_agent(target: Any, *, replay: ReplayMode | None = None) -> Any:

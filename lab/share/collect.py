@@ -12,6 +12,8 @@ code is not defined here, exports the same. The result is the page's data model 
      "branches": [{"label", "tip", "seqs", "head"}] (the head's branch first),
      "events": [{"seq", "kind", "node", "attempt", "cp", "payload", "at"}],
      "waits": [{"owner", "kind", "node", "cp", "prompt", "details", "at", "resolved_at", "resolution"}],
+     "calls": [{"call", "node", "cp", "attempt", "index", "kind", "name", "mode", "tokens",
+                "saved_tokens", "replayed_from", "ms", "at"}] (recorded calls, docs/replay.md),
      "children": [{"run", "graph", "node"}]}
 
 A section another part adds (recorded model calls, say) is one more key per run, filled by one more
@@ -33,7 +35,7 @@ from ..render.dot import mark_line
 from ..render.steps import frontier_of, is_parallel, next_summary, settled_tasks
 from .tree import tree_data
 
-__all__ = ("stored", "run_data", "drawing_of", "SECTIONS", "Drawings")
+__all__ = ("stored", "run_data", "drawing_of", "calls_of", "call_data", "SECTIONS", "Drawings")
 
 Drawings = dict[str, str]
 """Drawing key -> the inline SVG (or an escaped note saying why there is none)."""
@@ -188,7 +190,31 @@ def waits_of(run: StoredRun) -> list[dict[str, Any]]:
     ]
 
 
-SECTIONS: dict[str, Callable[[StoredRun], Any]] = {"events": events_of, "waits": waits_of}
+def call_data(c: Any) -> dict[str, Any]:
+    """One recorded call (`CallRecord`) as the page shows it: no request or response, only what it was."""
+    return {
+        "call": c.call_id,
+        "node": c.node_id,
+        "cp": c.checkpoint_seq,
+        "attempt": c.attempt,
+        "index": c.call_index,
+        "kind": c.kind,
+        "name": c.name,
+        "mode": c.mode,
+        "tokens": c.tokens,
+        "saved_tokens": c.tokens if c.mode == "replayed" else 0,
+        "replayed_from": c.replayed_from,
+        "ms": None if c.ms is None else round(c.ms, 3),
+        "at": _at(c.created_at),
+    }
+
+
+def calls_of(run: StoredRun) -> list[dict[str, Any]]:
+    """The run's recorded calls (model requests, `@lab.recorded` functions), live or replayed, oldest first."""
+    return [call_data(c) for c in run.calls()]
+
+
+SECTIONS: dict[str, Callable[[StoredRun], Any]] = {"events": events_of, "waits": waits_of, "calls": calls_of}
 """Per-run sections read besides the checkpoints: name -> reader. A new section plugs in here."""
 
 

@@ -12,7 +12,7 @@ steps as the run widget does (`overlay_two_steps`), lighting the tasks each side
 
 `Comparison` holds plain data: the aligned rows with their state differences (lab/diff.py),
 the first differing station on each side with its inputs (the state before it and its node
-fields), and the two paths for the drawing. It displays as a widget (`compare.display`, registered
+fields) and its recorded calls (live or replayed), and the two paths for the drawing. It displays as a widget (`compare.display`, registered
 by lab.views) and goes into an HTML page (`lab.export_html([a, b], path)`).
 """
 
@@ -27,7 +27,7 @@ from ..display_hooks import show
 from ..errors import ArgumentError
 from ..history import StoredRun
 from ..render import END, GraphvizError, layout, overlay_two_paths, overlay_two_steps, spec_from_manifest
-from .collect import checkpoints_of, labels_of, stored
+from .collect import call_data, checkpoints_of, labels_of, stored
 
 __all__ = ("Side", "Aligned", "Comparison", "compare", "side_of", "ROWS_SHOWN")
 
@@ -148,6 +148,23 @@ def _station_at(entries: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
         "state_before": before["state"],
         "fields": fields,
     }
+
+
+def _with_calls(run: StoredRun, first: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The first differing station with its recorded calls (`calls`: live or replayed, docs/replay.md):
+    those of the try that settled into its checkpoint (a rewound branch's try from the same checkpoint
+    is not this one); every try from that checkpoint when no `settled` event names it."""
+    if first is None:
+        return None
+    owner = run if first["run"] == run.id else run.read(first["run"])
+    names = {t["node"] for t in first.get("tasks") or ()} or {first["station"]}  # a super-step: each task's station
+    tries = {e.attempt for e in owner.events("settled") if e.checkpoint_seq == first["seq"] and e.node_id in names}
+    calls = [
+        call_data(c)
+        for c in owner.calls()
+        if c.node_id in names and c.checkpoint_seq == first["from_seq"] and (not tries or c.attempt in tries)
+    ]
+    return {**first, "calls": calls}
 
 
 @dataclass(frozen=True)
@@ -299,5 +316,5 @@ def compare(a: Any, b: Any) -> Comparison:
     first_a = first_b = None
     if shared < max(len(ea), len(eb)):
         at = _first_position(ea, eb, shared)
-        first_a, first_b = _station_at(ea, at), _station_at(eb, at)
+        first_a, first_b = _with_calls(left.run, _station_at(ea, at)), _with_calls(right.run, _station_at(eb, at))
     return Comparison(left, right, shared, rows, total, first_a, first_b)

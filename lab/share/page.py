@@ -58,7 +58,7 @@ def _run_section(index: int, run: dict[str, Any], drawing: str) -> str:
         f'<p class="gl-selected gl-label"></p>'
         f'<div class="gl-cols"><div class="gl-drawing">{drawing}</div>'
         f'<div class="gl-side"><div class="gl-state"></div><div class="gl-diff"></div></div></div>'
-        f'<div class="gl-waits"></div><div class="gl-children"></div>'
+        f'<div class="gl-waits"></div><div class="gl-calls"></div><div class="gl-children"></div>'
         f'<h3>Event log</h3><label><input type="checkbox" class="gl-events-all"> every event of the run</label>'
         f'<div class="gl-events"></div>'
     )
@@ -101,6 +101,24 @@ def _first(side: str, first: dict[str, Any] | None) -> str:
     return (
         f"<p><b>{side}</b>: station <b>{escape(first['station'])}</b> {where}</p>"
         f"<p>its node fields:</p>{_code(first['fields'])}<p>the state it started from:</p>{_code(first['state_before'])}"
+        f"{_calls(first.get('calls') or [])}"
+    )
+
+
+def _calls(calls: list[dict[str, Any]]) -> str:
+    """A station's recorded calls (collect.call_data rows): live or replayed, tokens and tokens saved."""
+    if not calls:
+        return '<p class="gl-note">its recorded calls: none</p>'
+    rows = "".join(
+        f'<tr class="gl-call-{escape(c["mode"])}"><td>{escape(str(c["attempt"]))}</td>'
+        f"<td>{escape(c['kind'])} {escape(c['name'])} #{c['index']}</td>"
+        f"<td>{'↺ replayed' if c['mode'] == 'replayed' else '● live'}</td>"
+        f"<td>{c['tokens']}</td><td>{c['saved_tokens']}</td></tr>"
+        for c in calls
+    )
+    return (
+        f'<p>its recorded calls ({len(calls)}):</p><table class="gl-calls-first"><tr><th>try</th><th>call</th>'
+        f"<th>mode</th><th>tokens</th><th>tokens saved</th></tr>{rows}</table>"
     )
 
 

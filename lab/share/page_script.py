@@ -3,10 +3,11 @@
 The script reads the page's JSON data block (`#gl-data`) and fills each run section: the timeline
 (a range input with ◀ ▶), the drawing restyled for the selected checkpoint (the classes and text
 marks `lab.render` uses), the state tree, the diff from the previous checkpoint (the same rules as
-lab/diff.py), the event log, the waits with their verdicts, and links to subgraph children. It
+lab/diff.py), the event log, the waits with their verdicts, the recorded calls (live or replayed,
+tokens saved), and links to subgraph children. It
 never writes HTML from data: every value goes in through `textContent`, so a state holding
 `<script>` shows as text. `PANELS` names the per-run panels in order; a new section of the data
-model (recorded calls) adds a function to it.
+model adds a function to it (as the recorded calls did).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ details.gl-tree{margin-left:2px} details.gl-tree>ul{margin:0;padding-left:18px;l
 .gl-key{color:#6b21a8}
 .gl-added{background:#e7f6ec} .gl-removed{background:#fde8e8} .gl-changed{background:#fff7e0}
 .gl-note{color:#666;font-style:italic}
+tr.gl-call-replayed td{color:#1d4ed8}
 .gl-error{color:#b42318}
 .gl-legend span{display:inline-block;margin-right:14px}
 .gl-swatch{display:inline-block;width:22px;height:0;border-top:3px solid;vertical-align:middle;margin-right:4px}
@@ -308,7 +310,23 @@ SCRIPT = r"""
     });
     box.appendChild(ul);
   }
-  var PANELS = [header, waits, children];
+  function calls(section, run, viewer) {  // recorded calls (docs/replay.md): live or replayed, tokens saved
+    var box = section.querySelector(".gl-calls"), list = run.calls || [];
+    var live = list.filter(function (c) { return c.mode === "live"; }).length;
+    var saved = list.reduce(function (s, c) { return s + (c.saved_tokens || 0); }, 0);
+    box.appendChild(el("h3", null, "Recorded calls (" + list.length + ")"));
+    if (!list.length) { box.appendChild(el("p", "gl-note", "no recorded calls")); return; }
+    box.appendChild(el("p", "gl-sub", live + " live · " + (list.length - live) + " replayed · " + saved + " tokens saved" +
+      (list.length > 1000 ? " (the first 1000 shown)" : "")));
+    box.appendChild(table(["station", "from checkpoint", "try", "call", "mode", "tokens", "tokens saved", "ms", "at", ""],
+      list.slice(0, 1000).map(function (c) {
+        var go = el("button", "gl-go", "show");
+        go.addEventListener("click", function () { viewer.show(c.cp); });
+        return { cls: "gl-call-" + c.mode, cells: [c.node, c.cp, c.attempt, c.kind + " " + c.name + " #" + c.index,
+          c.mode === "replayed" ? "↺ replayed" : "● live", c.tokens, c.saved_tokens, c.ms, c.at, go] };
+      })));
+  }
+  var PANELS = [header, waits, calls, children];
 
   window.glViewers = [];
   document.querySelectorAll("[data-run-index]").forEach(function (section) {

@@ -40,12 +40,13 @@ def test_one_typed_opaque_station(lab):
 
 def test_graph_owns_routing_not_the_agents_loop(lab):
     """ "Graph owns purpose and result routing, not the foreign planner, subagents, tool loop, or events."
-    The agent's tool call and text are the job's messages; the run's events are only the station's."""
+    The agent's tool call and text are the job's messages; the run's events are only the station's
+    (its job's two model requests are recorded calls of the station: docs/replay.md)."""
     declare(lab)
     run = lab.graphs["essay"].start(_outline(lab))
     run.run()
     assert [e.kind for e in run.events()] == [
-        "started", "entered", "waiting", "verdict", "entered", "settled", "entered", "settled", "done"
+        "started", "entered", "waiting", "verdict", "entered", "recorded", "recorded", "settled", "entered", "settled", "done"
     ]
     messages = run.job.messages()
     calls = [p for m in messages for p in m["parts"] if p["kind"] == "tool-call"]

@@ -206,6 +206,13 @@ def test_a_delegated_stations_job_replays_in_a_fork(tmp_path: Path) -> None:
         fork.run()
         assert fork.status == "done" and fork.output == run.output and len(calls) == 2
         assert [c.mode for c in fork.calls()] == ["replayed", "replayed"]
+        for r, mode in ((run, "live"), (fork, "replayed")):  # once the outcome is taken in, the job's calls are events
+            events = r.events("recorded")
+            assert [(e.node_id, e.payload["mode"], e.payload["job"]) for e in events] == [("Outline", mode, True)] * 2
+            assert [e.payload["call"] for e in events] == [c.call_id for c in r.calls()]
+            assert all(e.payload["saved_tokens"] == (e.payload["tokens"] if mode == "replayed" else 0) for e in events)
+            settled = r.events("settled")[0].seq
+            assert all(e.seq < settled for e in events)  # written with the station's settlement
         strict = run.fork(0)
         strict.replay = "strict"  # the job's calls follow the run's mode
         strict.run()

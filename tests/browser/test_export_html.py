@@ -230,3 +230,30 @@ def test_a_waits_show_button_moves_to_the_branch_holding_it(offline_page, tmp_pa
     gated = section.locator(".gl-drawing g.gl-parked")
     assert gated.get_attribute("data-station") == "ConfirmSend"
     assert pg.dialogs == [] and pg.errors == []
+
+
+def test_the_calls_panel_shows_live_and_replayed_calls(offline_page, tmp_path) -> None:
+    """The five-station agent workflow run, rewound to 1 and run again: the page's calls panel lists
+    the five live calls and the four replayed ones with the tokens saved; "show" scrubs to a call's checkpoint."""
+    from tests.agents.replay_graphs import Article, declare
+
+    lab = Lab(os.fspath(tmp_path / "calls.duckdb"))
+    try:
+        g, _, _ = declare(lab)
+        run = g.start(g.nodes["Research"](), state=Article())
+        run.run()
+        run.rewind(1)
+        run.run()
+        saved = sum(c.tokens for c in run.calls() if c.mode == "replayed")
+        path = run.export_html(tmp_path / "calls.html")
+    finally:
+        lab.close()
+    pg = offline_page
+    _open(pg, path)
+    panel = pg.locator("section.gl-run .gl-calls")
+    text = panel.inner_text()
+    assert "Recorded calls (9)" in text and f"5 live · 4 replayed · {saved} tokens saved" in text
+    assert panel.locator("tr.gl-call-replayed").count() == 4 and "↺ replayed" in text
+    panel.locator("tr.gl-call-live button.gl-go").nth(3).click()  # the first branch's Review call, from checkpoint 3
+    assert pg.locator("section.gl-run .gl-label").get_attribute("data-seq") == "3"
+    assert pg.dialogs == [] and pg.errors == []

@@ -64,3 +64,15 @@ def test_a_fork_of_a_five_station_agent_run_replays_every_call(lab: Lab) -> None
     assert [c.mode for c in edited.calls()] == ["replayed", "live", "replayed"]
     saved = lab.sql("select sum(input_tokens + output_tokens) from calls where mode = 'replayed'").fetchall()[0][0]
     assert saved == sum(c.tokens for c in fork.calls()) + sum(c.tokens for c in edited.calls() if c.mode == "replayed") > 0
+
+
+def test_the_replay_mode_is_stored_with_the_run(lab: Lab) -> None:
+    """`run.replay` as a `replay` event; a fork's own `replay` event carries the parent's mode."""
+    g, _, _ = declare(lab)
+    run = g.start(g.nodes["Research"](), state=Article())
+    run.replay = "strict"
+    fork = run.fork(0)
+    fork.run()  # the fork's numbering goes on after its `replay` event
+    assert [e.payload for e in lab.read(run.id).events("replay")] == [{"mode": "strict"}]
+    assert [(e.seq, e.payload) for e in lab.read(fork.id).events("replay")] == [(1, {"mode": "strict"})]
+    assert [e.seq for e in fork.events()] == list(range(len(fork.events())))
