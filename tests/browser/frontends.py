@@ -12,7 +12,7 @@ import time
 
 import nbformat
 
-from .conftest import REPO, Server
+from .conftest import REPO, SCREENSHOTS, Server
 from .waits import KERNEL_UP, RUN_ALL
 
 FRONTENDS = ("jupyterlab", "notebook7")
@@ -43,7 +43,15 @@ def run_all(page) -> None:  # type: ignore[no-untyped-def]
 
     click_run_all_cells(page)
     prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
-    expect(prompts.first).to_have_text(re.compile(r"\[[\d*]+\]"), timeout=KERNEL_UP)
+    try:
+        expect(prompts.first).to_have_text(re.compile(r"\[[\d*]+\]"), timeout=KERNEL_UP)
+    except AssertionError as exc:  # say what the page showed instead: a dialog, the kernel's status
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shot = SCREENSHOTS / f"run-all-never-started-{int(time.time())}.png"
+        page.screenshot(path=str(shot), full_page=True)
+        dialogs = page.locator(".jp-Dialog").all_inner_texts()
+        status = page.locator(".jp-Notebook-ExecutionIndicator, .jp-KernelStatus").all_inner_texts()
+        raise AssertionError(f"Run All never started a cell; dialogs {dialogs}, kernel status {status}, screenshot {shot}") from exc
     # Run All queues every cell at once ("[*]"); a failing cell un-queues the rest, so the run is
     # over when no cell is queued any more, whether or not every cell ran.
     page.wait_for_function(
