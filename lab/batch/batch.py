@@ -18,6 +18,7 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -157,6 +158,7 @@ class Batch:
         progress: bool = True,
         on_progress: Callable[[dict[str, int]], None] | None = None,
         on_run: Callable[[str], None] | None = None,
+        around_run: Callable[[str], AbstractContextManager[Any]] | None = None,
     ) -> Batch:
         """Drive every unfinished run on Ray until it is done, failed or waiting for a verdict
         (`workers=0`: in this process, one after another, without Ray).
@@ -165,6 +167,8 @@ class Batch:
         `workers` actors run at once (default: Ray's CPUs). With a PostgreSQL store the workers
         write to it; with the embedded store they send their boundaries here to be written.
         `on_run(run_id)` is called here as each run is stored as it stopped (done, failed, waiting).
+        `around_run(run_id)`: a context manager each run is driven inside, in this process only
+        (`workers=0`; `lab.evaluate` captures a case's spans in it).
         """
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 0):
             raise ArgumentError(
@@ -179,7 +183,7 @@ class Batch:
         started = time.perf_counter()
         self._report(widget, on_progress)
         if todo and ray is None:
-            self._drive_here(todo, deps, widget, on_progress, on_run)
+            self._drive_here(todo, deps, widget, on_progress, on_run, around_run)
         elif todo:
             n = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
             self._drive(ray, todo, n, deps, widget, on_progress, on_run)
@@ -225,16 +229,23 @@ class Batch:
             raise
 
     def _drive_here(
-        self, todo: list[BatchRow], deps: Any, widget: Any, on_progress: Any, on_run: Any = None
+        self,
+        todo: list[BatchRow],
+        deps: Any,
+        widget: Any,
+        on_progress: Any,
+        on_run: Any = None,
+        around_run: Any = None,
     ) -> None:
         """`workers=0`: drive each run in this process, one after another (no Ray). A failing run
         fails alone: its error is stored with it, as a worker's would be."""
         for row in todo:
-            run = self.lab.resume(row.run_id, deps=deps)
-            try:
-                run.run()
-            except Exception:  # the run's status and error are in the store (raise_on_failure, a limit)
-                pass
+            with around_run(row.run_id) if around_run is not None else nullcontext():
+                run = self.lab.resume(row.run_id, deps=deps)
+                try:
+                    run.run()
+                except Exception:  # the run's status and error are in the store (raise_on_failure, a limit)
+                    pass
             if on_run is not None:
                 on_run(row.run_id)
             self._report(widget, on_progress)

@@ -20,6 +20,7 @@ a restart does only what was left.
 from __future__ import annotations
 
 import copy
+import functools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from ..errors import ArgumentError
 from ..store.evals import EvalCaseRecord, EvalScoreRecord, EvaluationRecord
 from .errors import EvaluationError, pydantic_evals
 from .scoring import run_duration, run_usage, score_case
+from .spans import capture, rebuilt_tree
 
 if TYPE_CHECKING:
     from ..lab import Lab
@@ -194,6 +196,8 @@ class Evaluation:
         self.entry = entry
         self.seconds: float | None = None
         """Wall time of the last `run()` (runs and scoring)."""
+        self._trees: dict[str, Any] = {}
+        """Span trees captured live, by run id, until their case is scored (spans.py)."""
 
     # -- running ---------------------------------------------------------------------------
 
@@ -223,7 +227,14 @@ class Evaluation:
                 self._score(run_ids, stopped)
                 stopped.clear()
 
-        batch.run(workers=workers, address=address, deps=deps, progress=progress, on_run=on_run)
+        batch.run(
+            workers=workers,
+            address=address,
+            deps=deps,
+            progress=progress,
+            on_run=on_run,
+            around_run=capture(self._trees.__setitem__),
+        )
         self._score(run_ids, range(len(run_ids)))
         self.seconds = time.perf_counter() - started
         return self
@@ -262,7 +273,8 @@ class Evaluation:
             scores: list[EvalScoreRecord] = []
             duration = usage = error = None
             if status in SETTLED:
-                duration = run_duration(store.events(run_id))
+                events = store.events(run_id)
+                duration = run_duration(events)
                 usage = run_usage(store.jobs(run_id=run_id)) if callable(getattr(store, "jobs", None)) else {}
             if status == "scored":
                 output = codec.decode_output(rec.output, run_id=run_id)
@@ -274,6 +286,7 @@ class Evaluation:
                     usage=usage or {},
                     evaluation_id=self.id,
                     index=i,
+                    span_tree=self._tree_of(rec, events),
                 )
             elif status == "failed" and rec.error:
                 error = f"{str(rec.error.get('type', '')).rsplit('.', 1)[-1]}: {rec.error.get('message', '')}"
@@ -285,6 +298,11 @@ class Evaluation:
             )
             done.append((row, scores))
         store.record_eval_cases(done)  # type: ignore[attr-defined]  # one transaction for the chunk
+
+    def _tree_of(self, rec: Any, events: Any) -> Any:
+        """What makes a case's span tree: the one captured live, else one rebuilt from the store (spans.py)."""
+        live = self._trees.pop(rec.run_id, None)
+        return (lambda: live) if live is not None else functools.partial(rebuilt_tree, self.lab, rec, events)
 
     # -- reading ---------------------------------------------------------------------------
 
