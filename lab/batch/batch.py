@@ -16,7 +16,7 @@ import logging
 import os
 import secrets
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -37,6 +37,12 @@ __all__ = ("Batch", "BatchRow", "batch_runs", "start_batch", "open_batch", "rele
 
 FINISHED = frozenset({"done", "failed", "cancelled"})
 """Statuses a batch does not drive again."""
+
+SEED_CHUNK = 64
+"""On the embedded store, the seeds of this many runs are read together before they are handed out:
+each read of the store first folds the journal the workers' boundaries were written to (a DuckDB
+transaction, tens of ms), so a seed read between two settled runs cost a fold per run; read a chunk
+at a time, the folds are one per chunk (docs/benchmarks.md, "Evaluate")."""
 
 
 @dataclass(frozen=True)
@@ -208,18 +214,27 @@ class Batch:
         if self._spec is None:
             self._spec = Shipment.of(self.graph)
         shipment = ray.put(self._spec)  # sent once, read by every worker
-        queue = list(todo)
+        queue = [r.run_id for r in todo]
+        seeds: deque[Seed] = deque()
+
+        def next_seed() -> Seed:
+            """The next run's seed; made `SEED_CHUNK` at a time (see there)."""
+            if not seeds:
+                chunk, queue[:SEED_CHUNK] = queue[:SEED_CHUNK], []
+                seeds.extend(self._seed(run_id, location) for run_id in chunk)
+            return seeds.popleft()
+
         busy: dict[Any, Any] = {}
         try:
             for actor in actors:
-                if queue:
-                    busy[actor.run.remote(shipment, self._seed(queue.pop(0).run_id, location))] = actor
+                if queue or seeds:
+                    busy[actor.run.remote(shipment, next_seed())] = actor
             while busy:
                 ready, _ = ray.wait(list(busy), num_returns=1)
                 ref = ready[0]
                 actor = busy.pop(ref)
-                if queue:
-                    busy[actor.run.remote(shipment, self._seed(queue.pop(0).run_id, location))] = actor
+                if queue or seeds:
+                    busy[actor.run.remote(shipment, next_seed())] = actor
                 settled = self._settle(ray, ref)
                 if on_run is not None:
                     on_run(settled)
@@ -306,8 +321,10 @@ class Batch:
             store.write(load_rows(blob))
         for blob in out.jobs:
             store_job(store, blob)
+        if out.status != "failed":  # the rows just written say it; a read here would fold them per run
+            return out.run_id
         rec = store.get_run(out.run_id)
-        if out.status == "failed" and rec.status not in FINISHED and rec.status != "waiting":
+        if rec.status not in FINISHED and rec.status != "waiting":
             err = {
                 "node_id": None,
                 "attempt": None,

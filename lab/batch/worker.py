@@ -99,11 +99,11 @@ class BatchWorker:
         try:
             run = lab.resume(seed.run_id, deps=self.deps)
             run.run()
-            rec = lab.store.get_run(seed.run_id)
+            # the run object says what it stored: a read here would fold the store once more per run
             error = None
-            if rec.error and rec.status == "failed":
-                error = f"{rec.error.get('type', '').rsplit('.', 1)[-1]}: {rec.error.get('message', '')}"
-            out = Outcome(seed.run_id, rec.status, rec.output, error)
+            if run.error and run.status == "failed":
+                error = f"{run.error.get('type', '').rsplit('.', 1)[-1]}: {run.error.get('message', '')}"
+            out = Outcome(seed.run_id, run.status, run.output_json, error)
         except LabError as exc:
             out = Outcome(seed.run_id, "failed", None, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a failing input fails its run only
