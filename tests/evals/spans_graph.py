@@ -18,28 +18,30 @@ class Text:
     text: str = ""
 
 
+@dataclass
+class Route(BaseNode[Text, None, str]):
+    async def run(self, ctx: GraphRunContext[Text, None]) -> Short | Long:
+        return Long() if len(ctx.state.text) > 4 else Short()
+
+
+@dataclass
+class Short(BaseNode[Text, None, str]):
+    async def run(self, ctx: GraphRunContext[Text, None]) -> End[str]:
+        return End(ctx.state.text)
+
+
+@dataclass
+class Long(BaseNode[Text, None, str]):
+    async def run(self, ctx: GraphRunContext[Text, None]) -> End[str]:
+        with trace.get_tracer("a-station").start_as_current_span("lookup"):
+            return End(ctx.state.text[:4])
+
+
 def declare(lab: Lab):
+    """The router graph in `lab` (its nodes live in this module, so Ray workers import them)."""
     g = lab.graph("router", state_type=Text, output_type=str)
-
-    @g.node
-    @dataclass
-    class Route(BaseNode[Text, None, str]):
-        async def run(self, ctx: GraphRunContext[Text, None]) -> Short | Long:
-            return Long() if len(ctx.state.text) > 4 else Short()
-
-    @g.node
-    @dataclass
-    class Short(BaseNode[Text, None, str]):
-        async def run(self, ctx: GraphRunContext[Text, None]) -> End[str]:
-            return End(ctx.state.text)
-
-    @g.node
-    @dataclass
-    class Long(BaseNode[Text, None, str]):
-        async def run(self, ctx: GraphRunContext[Text, None]) -> End[str]:
-            with trace.get_tracer("a-station").start_as_current_span("lookup"):
-                return End(ctx.state.text[:4])
-
+    for node in (Route, Short, Long):
+        g.node(node)
     return g, Route
 
 

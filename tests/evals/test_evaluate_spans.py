@@ -7,8 +7,9 @@ Scenarios:
   visited that station; a station's own span is not in a rebuilt tree
 - a global SDK tracer provider (a process of its own: a provider is set once per process): the
   tree is captured live as pydantic-evals' `Dataset.evaluate` captures it, the station's own
-  `lookup` span included (on Ray, or for a case run before a restart, the tree is rebuilt from
-  the store as in the first scenario: the same code path, fed by the rows the workers wrote)
+  `lookup` span included
+- on Ray (2 workers): each tree is rebuilt from the rows the workers sent back, so the stations'
+  spans match and the worker's own `lookup` span does not (it never reached this process)
 """
 
 from __future__ import annotations
@@ -66,5 +67,24 @@ def test_live_capture_with_a_tracer_provider_keeps_the_stations_own_spans(tmp_pa
     assert assertions == {
         "hi": {"went_long": False, "went_short": True, "looked_up": False},
         "hello": {"went_long": True, "went_short": False, "looked_up": True},
+        "yo": {"went_long": False, "went_short": True, "looked_up": False},
+    }
+
+
+def test_on_ray_the_trees_are_rebuilt_from_the_rows_the_workers_sent(lab: Lab, ray_session: str) -> None:
+    from lab.batch import release_workers
+
+    g, Route = declare(lab)
+    try:
+        ev = lab.evaluate(g, dataset(), entry=Route(), workers=2, progress=False)
+    finally:
+        release_workers()
+    assert {r.name: r.assertions for r in ev.rows()} == {
+        "hi": {"went_long": False, "went_short": True, "looked_up": False},
+        "hello": {
+            "went_long": True,
+            "went_short": False,
+            "looked_up": False,
+        },  # the worker's own span stays there
         "yo": {"went_long": False, "went_short": True, "looked_up": False},
     }
