@@ -38,6 +38,9 @@ __all__ = ("Batch", "BatchRow", "batch_runs", "start_batch", "open_batch", "rele
 FINISHED = frozenset({"done", "failed", "cancelled"})
 """Statuses a batch does not drive again."""
 
+RUNS_PER_CALL = 8
+"""At most this many runs go to a worker in one Ray call (`BatchWorker.run_many`)."""
+
 SEED_CHUNK = 64
 """On the embedded store, the seeds of this many runs are read together before they are handed out:
 each read of the store first folds the journal the workers' boundaries were written to (a DuckDB
@@ -216,28 +219,31 @@ class Batch:
         shipment = ray.put(self._spec)  # sent once, read by every worker
         queue = [r.run_id for r in todo]
         seeds: deque[Seed] = deque()
+        # runs per Ray call: a few, so each worker folds its store once per call rather than per run,
+        # and 4 calls per worker at least, so the workers stay evenly loaded to the end
+        per_call = max(1, min(RUNS_PER_CALL, len(todo) // (4 * len(actors))))
 
-        def next_seed() -> Seed:
-            """The next run's seed; made `SEED_CHUNK` at a time (see there)."""
+        def next_seeds() -> list[Seed]:
+            """The next runs' seeds; read `SEED_CHUNK` at a time (see there)."""
             if not seeds:
                 chunk, queue[:SEED_CHUNK] = queue[:SEED_CHUNK], []
                 seeds.extend(self._seed(run_id, location) for run_id in chunk)
-            return seeds.popleft()
+            return [seeds.popleft() for _ in range(min(per_call, len(seeds)))]
 
         busy: dict[Any, Any] = {}
         try:
             for actor in actors:
                 if queue or seeds:
-                    busy[actor.run.remote(shipment, next_seed())] = actor
+                    busy[actor.run_many.remote(shipment, next_seeds())] = actor
             while busy:
                 ready, _ = ray.wait(list(busy), num_returns=1)
                 ref = ready[0]
                 actor = busy.pop(ref)
                 if queue or seeds:
-                    busy[actor.run.remote(shipment, next_seed())] = actor
-                settled = self._settle(ray, ref)
-                if on_run is not None:
-                    on_run(settled)
+                    busy[actor.run_many.remote(shipment, next_seeds())] = actor
+                for settled in self._settle(ray, ref):
+                    if on_run is not None:
+                        on_run(settled)
                 self._report(widget, on_progress)
         except BaseException:
             _drop_actors(ray)  # a worker in an unknown state is not handed the next batch
@@ -303,16 +309,21 @@ class Batch:
         )
         return Seed(run_id, rows)
 
-    def _settle(self, ray: Any, ref: Any) -> str:
-        """Write what the worker sent back (embedded store); a worker that died fails its run alone.
-        Returns the run's id."""
-        store = self.lab.store
+    def _settle(self, ray: Any, ref: Any) -> list[str]:
+        """Write what the worker sent back for each run of its call (embedded store), in order.
+        Returns the runs' ids."""
         try:
-            out: Outcome = ray.get(ref)
+            outs: list[Outcome] = ray.get(ref)
         except Exception as exc:  # the actor died (OOM, killed): which run is unknown here
             raise StoreError(
                 f"a batch worker died: {exc}; batch.run() again continues the unfinished runs"
             ) from None
+        return [self._settle_one(out) for out in outs]
+
+    def _settle_one(self, out: Outcome) -> str:
+        """Write one run's transactions and jobs; a run the worker failed that its rows do not say
+        failed is failed here, alone. Returns the run's id."""
+        store = self.lab.store
         if out.status == NOT_DRIVEN:  # the run is as it was: fix the graph, then batch.run() again
             raise GraphShippingError(
                 f"a batch worker could not declare graph {self.graph.name!r}: {out.error}"
