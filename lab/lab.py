@@ -424,8 +424,11 @@ class Lab:
         dataset: Any,
         *,
         evaluators: Iterable[Any] = (),
+        report_evaluators: Iterable[Any] = (),
         entry: Any = None,
         name: str | None = None,
+        repeat: int = 1,
+        max_concurrency: int | None = None,
         workers: int = 0,
         address: str | None = None,
         deps: Any = None,
@@ -435,12 +438,15 @@ class Lab:
         `evaluators`; returns the evaluation (a table and a plot). `workers=0` runs the cases here,
         `workers=n` on Ray (as `lab.map`). Scores, assertions, durations and tokens go to the store,
         linked to each case's run; the same call again (also after a kernel restart) continues the
-        unfinished cases. Cases parked at a gate are `waiting`. See docs/evaluate.md.
+        unfinished cases. Cases parked at a gate are `waiting`. `report_evaluators`, `repeat` and
+        `max_concurrency` mean what they mean to `Dataset.evaluate`. See docs/evaluate.md.
         """
         from .evaluate import evaluate
 
-        return evaluate(self, graph, dataset, evaluators=list(evaluators), entry=entry, name=name,
-                        workers=workers, address=address, deps=deps, progress=progress)  # fmt: skip
+        return evaluate(self, graph, dataset, evaluators=list(evaluators),
+                        report_evaluators=list(report_evaluators), entry=entry, name=name, repeat=repeat,
+                        max_concurrency=max_concurrency, workers=workers, address=address, deps=deps,
+                        progress=progress)  # fmt: skip
 
     def evaluation(self, evaluation_id: str) -> Evaluation:
         """An evaluation in the store, by id (to show or compare; `lab.evaluate` continues one)."""

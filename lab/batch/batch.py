@@ -16,8 +16,9 @@ import logging
 import os
 import secrets
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,15 @@ __all__ = ("Batch", "BatchRow", "batch_runs", "start_batch", "open_batch", "rele
 
 FINISHED = frozenset({"done", "failed", "cancelled"})
 """Statuses a batch does not drive again."""
+
+RUNS_PER_CALL = 8
+"""At most this many runs go to a worker in one Ray call (`BatchWorker.run_many`)."""
+
+SEED_CHUNK = 64
+"""On the embedded store, the seeds of this many runs are read together before they are handed out:
+each read of the store first folds the journal the workers' boundaries were written to (a DuckDB
+transaction, tens of ms), so a seed read between two settled runs cost a fold per run; read a chunk
+at a time, the folds are one per chunk (docs/benchmarks.md, "Evaluate")."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +167,7 @@ class Batch:
         progress: bool = True,
         on_progress: Callable[[dict[str, int]], None] | None = None,
         on_run: Callable[[str], None] | None = None,
+        around_run: Callable[[str], AbstractContextManager[Any]] | None = None,
     ) -> Batch:
         """Drive every unfinished run on Ray until it is done, failed or waiting for a verdict
         (`workers=0`: in this process, one after another, without Ray).
@@ -165,6 +176,8 @@ class Batch:
         `workers` actors run at once (default: Ray's CPUs). With a PostgreSQL store the workers
         write to it; with the embedded store they send their boundaries here to be written.
         `on_run(run_id)` is called here as each run is stored as it stopped (done, failed, waiting).
+        `around_run(run_id)`: a context manager each run is driven inside, in this process only
+        (`workers=0`; `lab.evaluate` captures a case's spans in it).
         """
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 0):
             raise ArgumentError(
@@ -179,7 +192,7 @@ class Batch:
         started = time.perf_counter()
         self._report(widget, on_progress)
         if todo and ray is None:
-            self._drive_here(todo, deps, widget, on_progress, on_run)
+            self._drive_here(todo, deps, widget, on_progress, on_run, around_run)
         elif todo:
             n = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
             self._drive(ray, todo, n, deps, widget, on_progress, on_run)
@@ -204,37 +217,56 @@ class Batch:
         if self._spec is None:
             self._spec = Shipment.of(self.graph)
         shipment = ray.put(self._spec)  # sent once, read by every worker
-        queue = list(todo)
+        queue = [r.run_id for r in todo]
+        seeds: deque[Seed] = deque()
+        # runs per Ray call: a few, so each worker folds its store once per call rather than per run,
+        # and 4 calls per worker at least, so the workers stay evenly loaded to the end
+        per_call = max(1, min(RUNS_PER_CALL, len(todo) // (4 * len(actors))))
+
+        def next_seeds() -> list[Seed]:
+            """The next runs' seeds; read `SEED_CHUNK` at a time (see there)."""
+            if not seeds:
+                chunk, queue[:SEED_CHUNK] = queue[:SEED_CHUNK], []
+                seeds.extend(self._seed(run_id, location) for run_id in chunk)
+            return [seeds.popleft() for _ in range(min(per_call, len(seeds)))]
+
         busy: dict[Any, Any] = {}
         try:
             for actor in actors:
-                if queue:
-                    busy[actor.run.remote(shipment, self._seed(queue.pop(0).run_id, location))] = actor
+                if queue or seeds:
+                    busy[actor.run_many.remote(shipment, next_seeds())] = actor
             while busy:
                 ready, _ = ray.wait(list(busy), num_returns=1)
                 ref = ready[0]
                 actor = busy.pop(ref)
-                if queue:
-                    busy[actor.run.remote(shipment, self._seed(queue.pop(0).run_id, location))] = actor
-                settled = self._settle(ray, ref)
-                if on_run is not None:
-                    on_run(settled)
+                if queue or seeds:
+                    busy[actor.run_many.remote(shipment, next_seeds())] = actor
+                for settled in self._settle(ray, ref):
+                    if on_run is not None:
+                        on_run(settled)
                 self._report(widget, on_progress)
         except BaseException:
             _drop_actors(ray)  # a worker in an unknown state is not handed the next batch
             raise
 
     def _drive_here(
-        self, todo: list[BatchRow], deps: Any, widget: Any, on_progress: Any, on_run: Any = None
+        self,
+        todo: list[BatchRow],
+        deps: Any,
+        widget: Any,
+        on_progress: Any,
+        on_run: Any = None,
+        around_run: Any = None,
     ) -> None:
         """`workers=0`: drive each run in this process, one after another (no Ray). A failing run
         fails alone: its error is stored with it, as a worker's would be."""
         for row in todo:
-            run = self.lab.resume(row.run_id, deps=deps)
-            try:
-                run.run()
-            except Exception:  # the run's status and error are in the store (raise_on_failure, a limit)
-                pass
+            with around_run(row.run_id) if around_run is not None else nullcontext():
+                run = self.lab.resume(row.run_id, deps=deps)
+                try:
+                    run.run()
+                except Exception:  # the run's status and error are in the store (raise_on_failure, a limit)
+                    pass
             if on_run is not None:
                 on_run(row.run_id)
             self._report(widget, on_progress)
@@ -277,16 +309,21 @@ class Batch:
         )
         return Seed(run_id, rows)
 
-    def _settle(self, ray: Any, ref: Any) -> str:
-        """Write what the worker sent back (embedded store); a worker that died fails its run alone.
-        Returns the run's id."""
-        store = self.lab.store
+    def _settle(self, ray: Any, ref: Any) -> list[str]:
+        """Write what the worker sent back for each run of its call (embedded store), in order.
+        Returns the runs' ids."""
         try:
-            out: Outcome = ray.get(ref)
+            outs: list[Outcome] = ray.get(ref)
         except Exception as exc:  # the actor died (OOM, killed): which run is unknown here
             raise StoreError(
                 f"a batch worker died: {exc}; batch.run() again continues the unfinished runs"
             ) from None
+        return [self._settle_one(out) for out in outs]
+
+    def _settle_one(self, out: Outcome) -> str:
+        """Write one run's transactions and jobs; a run the worker failed that its rows do not say
+        failed is failed here, alone. Returns the run's id."""
+        store = self.lab.store
         if out.status == NOT_DRIVEN:  # the run is as it was: fix the graph, then batch.run() again
             raise GraphShippingError(
                 f"a batch worker could not declare graph {self.graph.name!r}: {out.error}"
@@ -295,8 +332,10 @@ class Batch:
             store.write(load_rows(blob))
         for blob in out.jobs:
             store_job(store, blob)
+        if out.status != "failed":  # the rows just written say it; a read here would fold them per run
+            return out.run_id
         rec = store.get_run(out.run_id)
-        if out.status == "failed" and rec.status not in FINISHED and rec.status != "waiting":
+        if rec.status not in FINISHED and rec.status != "waiting":
             err = {
                 "node_id": None,
                 "attempt": None,

@@ -88,22 +88,39 @@ class BatchWorker:
         return graph
 
     def run(self, shipment: Any, seed: Seed) -> Outcome:
+        return self.run_many(shipment, [seed])[0]
+
+    def run_many(self, shipment: Any, seeds: list[Seed]) -> list[Outcome]:
+        """Drive the runs of `seeds` one after another. On the embedded store every seed is written
+        first and every run's copy deleted last, so the store folds its journal once for all the
+        seeds and once for the deletes, not twice per run (docs/benchmarks.md)."""
         lab = self.lab
         try:
             self.declare(shipment)
         except Exception as exc:  # the graph did not arrive: no run of it can be driven here
-            return Outcome(seed.run_id, NOT_DRIVEN, None, f"{type(exc).__name__}: {exc}")
-        if self.embedded and seed.rows:
-            lab.store.write(seed.rows)
+            return [Outcome(seed.run_id, NOT_DRIVEN, None, f"{type(exc).__name__}: {exc}") for seed in seeds]
+        if self.embedded:
+            for seed in seeds:
+                if seed.rows:
+                    lab.store.write(seed.rows)
+        try:
+            return [self._drive(seed) for seed in seeds]
+        finally:
+            if self.embedded:
+                for seed in seeds:
+                    lab.store.delete_run(seed.run_id)  # the notebook's store keeps it; this copy goes
+
+    def _drive(self, seed: Seed) -> Outcome:
+        lab = self.lab
         self._captured = [] if self.embedded else None
         try:
             run = lab.resume(seed.run_id, deps=self.deps)
             run.run()
-            rec = lab.store.get_run(seed.run_id)
+            # the run object says what it stored: a read here would fold the store once more per run
             error = None
-            if rec.error and rec.status == "failed":
-                error = f"{rec.error.get('type', '').rsplit('.', 1)[-1]}: {rec.error.get('message', '')}"
-            out = Outcome(seed.run_id, rec.status, rec.output, error)
+            if run.error and run.status == "failed":
+                error = f"{run.error.get('type', '').rsplit('.', 1)[-1]}: {run.error.get('message', '')}"
+            out = Outcome(seed.run_id, run.status, run.output_json, error)
         except LabError as exc:
             out = Outcome(seed.run_id, "failed", None, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a failing input fails its run only
@@ -116,7 +133,6 @@ class BatchWorker:
         if self.embedded:
             out.transactions = out_tx
             out.jobs = job_blobs(lab.store, seed.run_id)
-            lab.store.delete_run(seed.run_id)  # the notebook's store keeps it; this copy goes
         return out
 
     def close(self) -> None:

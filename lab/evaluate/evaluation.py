@@ -20,6 +20,7 @@ a restart does only what was left.
 from __future__ import annotations
 
 import copy
+import functools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,8 +32,10 @@ from ..batch.batch import Batch, batch_runs
 from ..batch.inputs import start_input
 from ..errors import ArgumentError
 from ..store.evals import EvalCaseRecord, EvalScoreRecord, EvaluationRecord
+from .analyses import run_report_evaluators
 from .errors import EvaluationError, pydantic_evals
 from .scoring import run_duration, run_usage, score_case
+from .spans import capture, rebuilt_tree
 
 if TYPE_CHECKING:
     from ..lab import Lab
@@ -89,14 +92,27 @@ def _case_names(cases: Sequence[Any]) -> list[str]:
     return [c.name or f"Case {i + 1}" for i, c in enumerate(cases)]
 
 
+def _tasks(cases: Sequence[Any], repeat: int) -> list[tuple[int, str, str | None]]:
+    """One `(case position, name, source case name)` per run, as `Dataset.evaluate` builds them:
+    with `repeat > 1` each case runs `repeat` times, named `hi [1/3]`, `hi [2/3]`... (the evaluation's
+    case indices count these runs: case i's r-th run is index i * repeat + r - 1)."""
+    names = _case_names(cases)
+    if repeat == 1:
+        return [(i, name, None) for i, name in enumerate(names)]
+    return [(i, f"{name} [{r}/{repeat}]", name) for i, name in enumerate(names) for r in range(1, repeat + 1)]
+
+
 def evaluate(
     lab: Lab,
     graph: Any,
     dataset: Any,
     *,
     evaluators: Sequence[Any] = (),
+    report_evaluators: Sequence[Any] = (),
     entry: Any = None,
     name: str | None = None,
+    repeat: int = 1,
+    max_concurrency: int | None = None,
     workers: int = 0,
     address: str | None = None,
     deps: Any = None,
@@ -119,6 +135,18 @@ def evaluate(
         raise ArgumentError(
             f"lab.evaluate(evaluators={wrong!r}): each is a pydantic_evals.evaluators.Evaluator instance"
         )
+    extra_reports = list(report_evaluators)
+    wrong = [e for e in extra_reports if not isinstance(e, pe.evaluators.ReportEvaluator)]
+    if wrong:
+        raise ArgumentError(
+            f"lab.evaluate(report_evaluators={wrong!r}): each is a pydantic_evals.evaluators.ReportEvaluator "
+            "instance (ConfusionMatrixEvaluator(), your own ReportEvaluator subclass)"
+        )
+    if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
+        raise ArgumentError(
+            f"lab.evaluate(repeat={repeat!r}): repeat is how many runs each case gets, an int >= 1"
+        )
+    _check_concurrency(max_concurrency)
     if not dataset.cases:
         raise ArgumentError(
             f"lab.evaluate: data set {dataset.name!r} has no cases; add Case(inputs=...) to it"
@@ -129,11 +157,18 @@ def evaluate(
             f"lab.evaluate({graph!r}, ...): pass a graph of this lab (lab.graph, lab.adopt, lab.subroutine, lab.workflow)"
         )
     revision = build().revision
-    names = _case_names(dataset.cases)
+    names = [name for _, name, _ in _tasks(dataset.cases, repeat)]
     evaluation_id = name or f"{dataset.name}/{graph.name}@{revision}"
     if not isinstance(evaluation_id, str) or not evaluation_id:
         raise ArgumentError(f"lab.evaluate(name={name!r}): an evaluation's name is a non-empty str")
-    spec = {"cases": names, "evaluators": [e.get_serialization_name() for e in [*dataset.evaluators, *extra]]}
+    spec = {
+        "cases": names,
+        "evaluators": [e.get_serialization_name() for e in [*dataset.evaluators, *extra]],
+        "report_evaluators": [
+            e.get_serialization_name() for e in [*dataset.report_evaluators, *extra_reports]
+        ],
+        "repeat": repeat,
+    }
     rec, created = lab.store.add_evaluation(  # type: ignore[attr-defined]
         evaluation_id,
         dataset=dataset.name,
@@ -152,8 +187,22 @@ def evaluate(
             f"{rec.cases} cases; this call evaluates {graph.name!r} revision {revision} with {len(names)} cases "
             f"{names[:3]}...: pass another name= for a new evaluation"
         )
-    ev = Evaluation(lab, rec, graph=graph, dataset=dataset, evaluators=extra, entry=entry)
-    return ev.run(workers=workers, address=address, deps=deps, progress=progress)
+    ev = Evaluation(
+        lab, rec, graph=graph, dataset=dataset, evaluators=extra, report_evaluators=extra_reports, entry=entry
+    )
+    return ev.run(
+        workers=workers, address=address, deps=deps, progress=progress, max_concurrency=max_concurrency
+    )
+
+
+def _check_concurrency(max_concurrency: Any) -> None:
+    if max_concurrency is not None and (
+        not isinstance(max_concurrency, int) or isinstance(max_concurrency, bool) or max_concurrency < 1
+    ):
+        raise ArgumentError(
+            f"lab.evaluate(max_concurrency={max_concurrency!r}): at most how many cases run at once, "
+            "an int >= 1 (None: as many as workers=)"
+        )
 
 
 def open_evaluation(lab: Lab, evaluation_id: str) -> Evaluation:
@@ -183,6 +232,7 @@ class Evaluation:
         graph: Any = None,
         dataset: Any = None,
         evaluators: Sequence[Any] = (),
+        report_evaluators: Sequence[Any] = (),
         entry: Any = None,
     ):
         self.lab = lab
@@ -191,19 +241,36 @@ class Evaluation:
         self.graph = graph
         self.dataset = dataset
         self.evaluators = list(evaluators)
+        self.report_evaluators = list(report_evaluators)
         self.entry = entry
+        self.repeat = int((record.spec or {}).get("repeat", 1))
+        """How many runs each case of the data set gets (`lab.evaluate(repeat=)`)."""
         self.seconds: float | None = None
         """Wall time of the last `run()` (runs and scoring)."""
+        self._trees: dict[str, Any] = {}
+        """Span trees captured live, by run id, until their case is scored (spans.py)."""
 
     # -- running ---------------------------------------------------------------------------
 
     def run(
-        self, *, workers: int = 0, address: str | None = None, deps: Any = None, progress: bool = True
+        self,
+        *,
+        workers: int = 0,
+        address: str | None = None,
+        deps: Any = None,
+        progress: bool = True,
+        max_concurrency: int | None = None,
     ) -> Evaluation:
         """Drive the cases' unfinished runs (`workers=0`: here; `workers=n`: on Ray) and score the
-        cases whose runs ended. Call again after approving waiting cases (or after a restart)."""
+        cases whose runs ended, then run the report evaluators over them. Call again after
+        approving waiting cases (or after a restart). `max_concurrency`: at most that many cases
+        run at once, as in `Dataset.evaluate` (here they run one after another anyway; on Ray it
+        caps the workers)."""
         import time
 
+        _check_concurrency(max_concurrency)
+        if max_concurrency is not None and workers:
+            workers = min(workers, max_concurrency)
         if self.graph is None or self.dataset is None:
             raise EvaluationError(
                 f"evaluation {self.id!r} was opened from the store: continue it with "
@@ -223,15 +290,24 @@ class Evaluation:
                 self._score(run_ids, stopped)
                 stopped.clear()
 
-        batch.run(workers=workers, address=address, deps=deps, progress=progress, on_run=on_run)
+        batch.run(
+            workers=workers,
+            address=address,
+            deps=deps,
+            progress=progress,
+            on_run=on_run,
+            around_run=capture(self._trees.__setitem__),
+        )
         self._score(run_ids, range(len(run_ids)))
+        run_report_evaluators(self, [*self.dataset.report_evaluators, *self.report_evaluators])
         self.seconds = time.perf_counter() - started
         return self
 
     def _runs(self) -> dict[int, str]:
         """Each case's run: the stored one, or a new one for a case that has none yet."""
         runs = batch_runs(self.lab, self.id)
-        for i, case in enumerate(self.dataset.cases):
+        for i, (at, _, _) in enumerate(_tasks(self.dataset.cases, self.repeat)):
+            case = self.dataset.cases[at]
             if i not in runs:
                 tags = {"batch": self.id, "index": i, "evaluation": self.id}
                 # a copy: a run changes its state in place, and the case's inputs stay as the data set says
@@ -246,10 +322,10 @@ class Evaluation:
         recorded = {c.case_index: c for c in store.eval_cases(self.id)}  # type: ignore[attr-defined]
         codec = self.graph.build().codec
         evaluators = [*self.dataset.evaluators, *self.evaluators]
-        names = _case_names(self.dataset.cases)
+        tasks = _tasks(self.dataset.cases, self.repeat)
         done: list[tuple[EvalCaseRecord, list[EvalScoreRecord]]] = []
         for i in indices:
-            case, run_id = self.dataset.cases[i], run_ids[i]
+            case, run_id = self.dataset.cases[tasks[i][0]], run_ids[i]
             old = recorded.get(i)
             if old is not None and old.status in SETTLED and old.run_id == run_id:
                 continue
@@ -262,7 +338,8 @@ class Evaluation:
             scores: list[EvalScoreRecord] = []
             duration = usage = error = None
             if status in SETTLED:
-                duration = run_duration(store.events(run_id))
+                events = store.events(run_id)
+                duration = run_duration(events)
                 usage = run_usage(store.jobs(run_id=run_id)) if callable(getattr(store, "jobs", None)) else {}
             if status == "scored":
                 output = codec.decode_output(rec.output, run_id=run_id)
@@ -274,6 +351,7 @@ class Evaluation:
                     usage=usage or {},
                     evaluation_id=self.id,
                     index=i,
+                    span_tree=self._tree_of(rec, events),
                 )
             elif status == "failed" and rec.error:
                 error = f"{str(rec.error.get('type', '')).rsplit('.', 1)[-1]}: {rec.error.get('message', '')}"
@@ -281,10 +359,15 @@ class Evaluation:
                 error = f"the run was {rec.status}"
             expected = to_jsonable_python(case.expected_output, fallback=str)
             row = EvalCaseRecord(
-                self.id, i, names[i], run_id, status, rec.output, expected, duration, usage, error, None
+                self.id, i, tasks[i][1], run_id, status, rec.output, expected, duration, usage, error, None
             )
             done.append((row, scores))
         store.record_eval_cases(done)  # type: ignore[attr-defined]  # one transaction for the chunk
+
+    def _tree_of(self, rec: Any, events: Any) -> Any:
+        """What makes a case's span tree: the one captured live, else one rebuilt from the store (spans.py)."""
+        live = self._trees.pop(rec.run_id, None)
+        return (lambda: live) if live is not None else functools.partial(rebuilt_tree, self.lab, rec, events)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -306,12 +389,33 @@ class Evaluation:
             )
         return self.lab.resume(found[0].run_id)
 
+    def case_sources(self) -> dict[int, tuple[Any, Any]]:
+        """Each case index's inputs and metadata, from the data set (empty when opened from the store)."""
+        if self.dataset is None:
+            return {}
+        cases = self.dataset.cases
+        return {
+            i: (cases[at].inputs, cases[at].metadata)
+            for i, (at, _, _) in enumerate(_tasks(cases, self.repeat))
+        }
+
+    def source_names(self) -> dict[int, str]:
+        """With `repeat > 1`: each case index's data set case name (`hi` for `hi [2/3]`)."""
+        names = (self.record.spec or {}).get("cases") or []
+        if self.repeat == 1:
+            return {}
+        return {i: name.rsplit(" [", 1)[0] for i, name in enumerate(names)}
+
     def report(self) -> Any:
         """The evaluation as a `pydantic_evals.reporting.EvaluationReport` (scored cases; failed ones
-        as failures; waiting and pending cases are in neither): `.print()`, `.averages()` work as usual."""
+        as failures; waiting and pending cases are in neither), with the report evaluators'
+        `analyses`: `.print()`, `.averages()` work as usual."""
+        from .analyses import stored_analyses
         from .report import build_report
 
-        return build_report(self)
+        report = build_report(self)
+        report.analyses, report.report_evaluator_failures = stored_analyses(self)
+        return report
 
     def averages(self) -> Any:
         """pydantic-evals' `ReportCaseAggregate` of the scored cases: average scores, labels,
@@ -331,6 +435,7 @@ class Evaluation:
         return f"<Evaluation {self.id} of {self.record.graph_key} r{self.record.revision}: {self.record.cases} cases ({counts})>"
 
     def _repr_html_(self) -> str:
+        from .analyses import analyses_html
         from .report import evaluation_html
 
-        return evaluation_html(self)
+        return evaluation_html(self, analyses_html(self))

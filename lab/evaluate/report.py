@@ -23,18 +23,22 @@ def _result(name: str, value: Any, reason: str | None, evaluator: str) -> Any:
 
 def build_report(ev: Evaluation) -> Any:
     """`pydantic_evals.reporting.EvaluationReport` of the stored cases: scored ones as `ReportCase`s
-    (token usage as metrics), failed ones as `ReportCaseFailure`s."""
+    (token usage as metrics), failed ones as `ReportCaseFailure`s (`Evaluation.report` adds the
+    report evaluators' analyses, analyses.py). Each case's inputs and metadata are
+    the data set's when the evaluation has it (`lab.evaluate`), else `{"run_id": ...}` and None."""
     from pydantic_evals.evaluators import EvaluatorFailure, EvaluatorSpec
     from pydantic_evals.reporting import EvaluationReport, ReportCase, ReportCaseFailure
 
     cases, failures = [], []
+    source, source_names = ev.case_sources(), ev.source_names()
     for rec in ev.lab.store.eval_cases(ev.id):  # type: ignore[attr-defined]
-        inputs = {"run_id": rec.run_id}
+        inputs, metadata = source.get(rec.case_index, ({"run_id": rec.run_id}, None))
         if rec.status == "failed":
             failures.append(
                 ReportCaseFailure(
-                    name=rec.case_name, inputs=inputs, metadata=None, expected_output=rec.expected,
+                    name=rec.case_name, inputs=inputs, metadata=metadata, expected_output=rec.expected,
                     error_message=rec.error or "", error_stacktrace="",
+                    source_case_name=source_names.get(rec.case_index),
                 )
             )  # fmt: skip
             continue
@@ -55,10 +59,10 @@ def build_report(ev: Evaluation) -> Any:
         metrics = {k: v for k, v in (rec.usage or {}).items() if isinstance(v, int | float)}
         cases.append(
             ReportCase(
-                name=rec.case_name, inputs=inputs, metadata=None, expected_output=rec.expected, output=rec.output,
+                name=rec.case_name, inputs=inputs, metadata=metadata, expected_output=rec.expected, output=rec.output,
                 metrics=metrics, attributes={"run_id": rec.run_id}, scores=by["score"], labels=by["label"],
                 assertions=by["assertion"], task_duration=rec.duration or 0.0, total_duration=rec.duration or 0.0,
-                evaluator_failures=broken,
+                evaluator_failures=broken, source_case_name=source_names.get(rec.case_index),
             )
         )  # fmt: skip
     return EvaluationReport(name=ev.id, cases=cases, failures=failures)
@@ -120,8 +124,9 @@ def _case_cells(r: CaseRow, score_names: list[str]) -> str:
     )
 
 
-def evaluation_html(ev: Evaluation) -> str:
-    """The evaluation's table (a row per case, the averages row) and its score plot."""
+def evaluation_html(ev: Evaluation, extra: str = "") -> str:
+    """The evaluation's table (a row per case, the averages row), `extra` (the report evaluators'
+    analyses) and its score plot."""
     rows = ev.rows()
     score_names = sorted({n for r in rows for n in r.scores})
     avg = ev.averages()
@@ -160,5 +165,5 @@ def evaluation_html(ev: Evaluation) -> str:
         f"<div><b>{html.escape(ev.id)}</b>: graph {html.escape(ev.record.graph_key)} revision "
         f"{ev.record.revision}, data set {html.escape(ev.record.dataset)}, {ev.record.cases} cases: {head}</div>{note}"
         "<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in heads) + "</tr></thead>"
-        f"<tbody>{body}<tr>{average_row}</tr></tbody></table>" + ev.plot().data
+        f"<tbody>{body}<tr>{average_row}</tr></tbody></table>" + extra + ev.plot().data
     )

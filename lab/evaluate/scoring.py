@@ -11,7 +11,9 @@ time it waited for a person at a gate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine.loop import run_sync
@@ -73,6 +75,27 @@ async def _evaluate(
     return out
 
 
+@functools.cache
+def case_context() -> type:
+    """pydantic-evals' `EvaluatorContext` whose span tree is made when an evaluator first reads
+    `ctx.span_tree` (spans.py): rebuilding a run's spans costs about a fifth of a cheap case, and
+    most evaluators never look at them. Made on first use, as pydantic-evals is imported lazily."""
+    from pydantic_evals.evaluators import EvaluatorContext
+
+    @dataclass(kw_only=True)
+    class CaseContext(EvaluatorContext):  # type: ignore[type-arg]
+        tree_source: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
+        """Makes the case's `SpanTree` (or a `SpanTreeRecordingError`), once, when first read."""
+
+        @property
+        def span_tree(self) -> Any:
+            if self.tree_source is not None:
+                self._span_tree, self.tree_source = self.tree_source(), None
+            return super().span_tree
+
+    return CaseContext
+
+
 def score_case(
     evaluators: Sequence[Any],
     case: Any,
@@ -82,22 +105,20 @@ def score_case(
     usage: dict[str, int | float],
     evaluation_id: str,
     index: int,
+    span_tree: Callable[[], Any],
 ) -> list[EvalScoreRecord]:
-    """Every result of `evaluators` on `case` with the run's `output` (run on a loop of its own:
-    evaluators are async, and this may be called inside a notebook's running loop)."""
-    from pydantic_evals.evaluators import EvaluatorContext
-    from pydantic_evals.otel import SpanTreeRecordingError
-
-    ctx = EvaluatorContext(
+    """Every result of `evaluators` on `case` with the run's `output` (`span_tree()` makes its span
+    tree if an evaluator reads it), run on a loop of its own: evaluators are async, and this may be
+    called inside a notebook's running loop."""
+    ctx = case_context()(
         name=case.name,
         inputs=case.inputs,
         metadata=case.metadata,
         expected_output=case.expected_output,
         output=output,
         duration=duration,
-        _span_tree=SpanTreeRecordingError(
-            "a lab run records its spans with lab.observe (docs/observe.md), not here"
-        ),
+        _span_tree=None,
+        tree_source=span_tree,
         attributes={},
         metrics=dict(usage),
     )

@@ -21,7 +21,7 @@ from ..errors import StoreError
 from . import sql_text as q
 from .dialect import Dialect
 
-__all__ = ("EvalTables", "EvaluationRecord", "EvalCaseRecord", "EvalScoreRecord", "ScoreKind")
+__all__ = ("EvalTables", "EvaluationRecord", "EvalCaseRecord", "EvalScoreRecord", "EvalAnalysisRecord", "ScoreKind")
 
 ScoreKind = Literal["score", "assertion", "label", "failure"]
 """What an evaluator's result is: a number, a pass/fail, a string label, or the evaluator's own error."""
@@ -80,6 +80,19 @@ def _now() -> datetime:
 
 def _dump(value: Any) -> str | None:
     return None if value is None else json.dumps(value, default=str)
+
+
+@dataclass(frozen=True)
+class EvalAnalysisRecord:
+    """One result of a report evaluator over a whole evaluation: a pydantic-evals `ReportAnalysis`
+    as JSON (`{"type": "scalar", ...}`), or, when the evaluator raised, its error."""
+
+    evaluation_id: str
+    position: int
+    evaluator: str
+    analysis: Any
+    error: str | None
+    created_at: datetime | None = None
 
 
 class EvalTables:
@@ -179,6 +192,25 @@ class EvalTables:
                 )
             )  # fmt: skip
         return out
+
+    def record_eval_analyses(self, evaluation_id: str, analyses: Sequence[EvalAnalysisRecord]) -> None:
+        """Replace the report evaluators' analyses of an evaluation, all in one transaction."""
+        sql = self.dialect.sql
+        now = _now()
+        with self._eval_tx(f"record the analyses of evaluation {evaluation_id!r}") as con:
+            con.execute(sql(q.EVAL_ANALYSES_DELETE), [evaluation_id])
+            for i, a in enumerate(analyses):
+                con.execute(
+                    sql(q.EVAL_ANALYSIS_INSERT), [evaluation_id, i, a.evaluator, _dump(a.analysis), a.error, now]
+                )
+
+    def eval_analyses(self, evaluation_id: str) -> list[EvalAnalysisRecord]:
+        """The report evaluators' analyses of an evaluation, in the order they were made."""
+        with self._eval_reading() as con:
+            rows = con.execute(self.dialect.sql(q.EVAL_ANALYSES), [evaluation_id]).fetchall()
+        return [
+            EvalAnalysisRecord(r[0], int(r[1]), r[2], self._eval_load(r[3]), r[4], r[5]) for r in map(tuple, rows)
+        ]
 
     def _eval_load(self, value: Any) -> Any:
         try:

@@ -308,4 +308,6 @@ MIGRATIONS: list[list[str]] = [
     [POSTGRES.sql(q.CALLS_TABLE), "CREATE INDEX IF NOT EXISTS calls_run ON calls (run_id)", WRITE_FUNCTION],
     # version 6 -> 7: evaluations (lab/evaluate/), DuckDB's DDL rendered for PostgreSQL
     [POSTGRES.ddl(stmt) for stmt in EVAL_TABLES],
+    # version 7 -> 8: report evaluators' analyses (lab/evaluate/), as DuckDB's
+    [POSTGRES.ddl(q.EVAL_ANALYSES_TABLE)],
 ]

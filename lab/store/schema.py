@@ -11,7 +11,7 @@ from ..errors import StoreSchemaError
 from . import sql_text as q
 from .dialect import DUCKDB
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 def refuse_newer(what: str, version: int) -> None:
@@ -24,7 +24,7 @@ def refuse_newer(what: str, version: int) -> None:
 
 TABLES: tuple[str, ...] = (
     "graphs", "runs", "checkpoints", "events", "waits", "jobs", "job_events", "effects", "calls",
-    "evaluations", "eval_cases", "eval_scores",
+    "evaluations", "eval_cases", "eval_scores", "eval_analyses",
 )
 """The data tables (besides `meta`), in dependency order."""
 
@@ -241,6 +241,8 @@ MIGRATIONS: list[list[str]] = [
     [DUCKDB.sql(q.CALLS_TABLE)],
     # version 6 -> 7: evaluations over pydantic-evals data sets (lab/evaluate/, docs/evaluate.md)
     EVAL_TABLES,
+    # version 7 -> 8: the analyses of an evaluation's report evaluators (lab/evaluate/, docs/evaluate.md)
+    [DUCKDB.sql(q.EVAL_ANALYSES_TABLE)],
 ]
 
 JOURNAL_COLUMNS: dict[str, str] = {

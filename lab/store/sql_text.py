@@ -259,3 +259,19 @@ EVAL_CASE_INSERT = (
     f"INSERT INTO eval_cases ({EVAL_CASE_COLS}) VALUES (?, ?, ?, ?, ?, {{json}}, {{json}}, ?, {{json}}, ?, ?)"
 )
 EVAL_SCORE_INSERT = f"INSERT INTO eval_scores ({EVAL_SCORE_COLS}) VALUES (?, ?, ?, ?, {{json}}, ?, ?)"
+# report evaluators' analyses (pydantic-evals `ReportAnalysis` JSON, or the evaluator's error), in order
+EVAL_ANALYSIS_COLS = "evaluation_id, position, evaluator, analysis, error, created_at"
+EVAL_ANALYSES_TABLE = """
+CREATE TABLE IF NOT EXISTS eval_analyses (
+    evaluation_id VARCHAR NOT NULL,
+    position BIGINT NOT NULL,
+    evaluator VARCHAR NOT NULL,
+    analysis JSON,
+    error VARCHAR,
+    created_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (evaluation_id, position)
+)
+"""
+EVAL_ANALYSES = f"SELECT {EVAL_ANALYSIS_COLS} FROM eval_analyses WHERE evaluation_id = ? ORDER BY position"
+EVAL_ANALYSES_DELETE = "DELETE FROM eval_analyses WHERE evaluation_id = ?"
+EVAL_ANALYSIS_INSERT = f"INSERT INTO eval_analyses ({EVAL_ANALYSIS_COLS}) VALUES (?, ?, ?, {{json}}, ?, ?)"

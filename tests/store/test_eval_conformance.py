@@ -1,4 +1,4 @@
-"""The evaluation tables (`evaluations`, `eval_cases`, `eval_scores`) on both backends (DuckDB file
+"""The evaluation tables (`evaluations`, `eval_cases`, `eval_scores`, `eval_analyses`) on both backends (DuckDB file
 and PostgreSQL): what `lab.evaluate` writes (docs/evaluate.md), read back alike, queryable with `lab.sql`."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lab import Lab, StoreError
-from lab.store.evals import EvalCaseRecord, EvalScoreRecord, EvalTables
+from lab.store.evals import EvalAnalysisRecord, EvalCaseRecord, EvalScoreRecord, EvalTables
 from lab.store.schema import SCHEMA_VERSION
 
 
@@ -78,5 +78,36 @@ def test_a_case_and_its_scores_are_replaced_together(lab: Lab) -> None:
 
 def test_the_schema_has_the_evaluation_tables(lab: Lab) -> None:
     assert SCHEMA_VERSION >= 6
-    for table in ("evaluations", "eval_cases", "eval_scores"):
+    for table in ("evaluations", "eval_cases", "eval_scores", "eval_analyses"):
         assert lab.sql(f"select count(*) from {table}").fetchall() == [(0,)]
+
+
+def test_report_analyses_are_replaced_together_and_read_back_in_order(lab: Lab) -> None:
+    store = lab.store
+    store.add_evaluation("ev-1", dataset="docs", graph_key="g", revision=1, cases=2)
+    matrix = {
+        "type": "confusion_matrix",
+        "title": "m",
+        "class_labels": ["a", "b"],
+        "matrix": [[1, 0], [0, 1]],
+    }
+    store.record_eval_analyses(
+        "ev-1",
+        [
+            EvalAnalysisRecord("ev-1", 0, "ConfusionMatrixEvaluator", matrix, None),
+            EvalAnalysisRecord("ev-1", 1, "Broken", None, "ValueError: no"),
+        ],
+    )
+    got = store.eval_analyses("ev-1")
+    assert [(a.position, a.evaluator, a.analysis, a.error) for a in got] == [
+        (0, "ConfusionMatrixEvaluator", matrix, None),
+        (1, "Broken", None, "ValueError: no"),
+    ]
+    assert got[0].created_at is not None
+    scalar = {"type": "scalar", "title": "accuracy", "value": 0.5}
+    store.record_eval_analyses("ev-1", [EvalAnalysisRecord("ev-1", 0, "Accuracy", scalar, None)])
+    assert [a.analysis for a in store.eval_analyses("ev-1")] == [scalar]  # the earlier ones are gone
+    assert lab.sql(
+        "select analysis->>'title' from eval_analyses where evaluation_id = 'ev-1'"
+    ).fetchall() == [("accuracy",)]
+    assert store.eval_analyses("nope") == []
