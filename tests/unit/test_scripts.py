@@ -34,31 +34,43 @@ def _layout(tmp_path: Path, python: str | None = None) -> Path:
     if python is None:
         (root / ".venv").symlink_to(Path(sys.executable).parents[1])  # the venv running these tests
     else:
-        (root / ".venv" / "bin").mkdir(parents=True)
-        fake = root / ".venv" / "bin" / "python"
-        fake.write_text(python)
-        fake.chmod(0o755)
+        for venv in (".venv", ".venv-evals"):  # the suite's venv, and tests/evals' (docs/evaluate.md "Versions")
+            (root / venv / "bin").mkdir(parents=True)
+            fake = root / venv / "bin" / "python"
+            fake.write_text(python)
+            fake.chmod(0o755)
     return root
 
 
 ECHO_ARGS = '#!/usr/bin/env bash\nprintf "%s\\n" "$@"\n'
 
 
+MAIN = ["-m", "pytest"]
+"""How test.sh starts pytest in .venv (the suite but tests/evals)."""
+EVALS = ["-m", "pytest"]
+"""How it starts pytest in .venv-evals (tests/evals alone)."""
+
+
 @pytest.mark.parametrize(
     ("given", "passed"),
     [
-        ([], ["-q"]),
-        (["-q"], ["-q"]),
-        (["-q", "tests/unit"], ["-q", "tests/unit"]),
-        (["-v", "-k", "x"], ["-v", "-k", "x"]),
-        (["tests/unit", "-x"], ["-q", "tests/unit", "-x"]),
+        # no path: the suite in .venv, then tests/evals in .venv-evals, each with one verbosity
+        ([], [*MAIN, "-q", "--ignore=tests/evals", *EVALS, "-q", "-p", "no:cacheprovider", "tests/evals"]),
+        (["-q"], [*MAIN, "--ignore=tests/evals", "-q", *EVALS, "-p", "no:cacheprovider", "-q", "tests/evals"]),
+        (["-v", "-k", "x"], [*MAIN, "--ignore=tests/evals", "-v", "-k", "x", *EVALS, "-p", "no:cacheprovider", "-v", "-k", "x", "tests/evals"]),
+        # paths outside tests/evals: .venv alone
+        (["-q", "tests/unit"], [*MAIN, "--ignore=tests/evals", "-q", "tests/unit"]),
+        (["tests/unit", "-x"], [*MAIN, "-q", "--ignore=tests/evals", "tests/unit", "-x"]),
+        # paths under tests/evals: .venv-evals alone
+        (["tests/evals/test_evaluate.py"], [*EVALS, "-q", "tests/evals/test_evaluate.py"]),
     ],
 )
 def test_test_sh_passes_one_verbosity(tmp_path: Path, given: list[str], passed: list[str]) -> None:
+    """`test.sh` adds -q unless the arguments choose a verbosity, never twice, in each venv it runs."""
     root = _layout(tmp_path, python=ECHO_ARGS)
     out = subprocess.run(["bash", "scripts/test.sh", *given], cwd=root, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["-m", "pytest", *passed]
+    assert out.stdout.splitlines() == passed
 
 
 def _free_port() -> int:
