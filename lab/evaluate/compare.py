@@ -127,6 +127,13 @@ class Comparison:
     def __repr__(self) -> str:
         return f"<Comparison {self.before.id} -> {self.after.id}: {len(self.worse())} of {len(self.rows())} cases worse>"
 
+    def export_html(self, path: Any) -> Any:
+        """Write the comparison this displays (per-case deltas, the plot) as one self-contained HTML file."""
+        from .page import write_page
+
+        title = f"Evaluations compared: {self.before.id} -> {self.after.id}"
+        return write_page(path, title, self._repr_html_(), what="comparison")
+
     def _repr_html_(self) -> str:
         metrics = self.metrics()
         rows = sorted(self.rows(), key=lambda c: not c.worse)

@@ -439,3 +439,10 @@ class Evaluation:
         from .report import evaluation_html
 
         return evaluation_html(self, analyses_html(self))
+
+    def export_html(self, path: Any) -> Any:
+        """Write the table and plot this evaluation displays as one self-contained HTML file."""
+        from .page import write_page
+
+        title = f"Evaluation {self.id} of {self.record.graph_key} r{self.record.revision}"
+        return write_page(path, title, self._repr_html_(), what="evaluation")
