@@ -184,4 +184,16 @@ def stop_servers() -> None:
         _servers.clear()
 
 
-atexit.register(stop_servers)
+def _at_exit() -> None:
+    """Let go of the servers and give each a moment to exit (its stdin closed), so none outlives
+    this interpreter unreaped; a job a server forked runs on either way."""
+    stop_servers()
+    deadline = time.monotonic() + 2.0
+    for proc in _retired:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+
+
+atexit.register(_at_exit)
