@@ -11,9 +11,9 @@ from pydantic_evals import Case, Dataset
 from pydantic_evals.evaluators import EqualsExpected
 
 from lab import ArgumentError, Lab
-from tests.browser.conftest import SCREENSHOTS, chromium  # noqa: F401 - the shared Chromium fixture
+from tests.browser.conftest import SCREENSHOTS
 
-from .test_evaluate import Ask, Closeness, declare
+from ..test_evaluate import Ask, Closeness, declare
 
 HOSTILE = "<script>window.PWNED=1</script>"
 
@@ -34,7 +34,7 @@ def _dataset() -> Dataset:
     return Dataset(name="export", cases=cases, evaluators=[EqualsExpected()])
 
 
-def test_an_evaluation_and_a_comparison_export_as_one_file(lab: Lab, tmp_path: Path, chromium) -> None:  # noqa: F811
+def test_an_evaluation_and_a_comparison_export_as_one_file(lab: Lab, tmp_path: Path, chromium) -> None:  # type: ignore[no-untyped-def]
     g, Clean = declare(lab)
     first = lab.evaluate(g, _dataset(), evaluators=[Closeness()], entry=Clean(), progress=False)
     g2, Clean2 = declare(lab, shout_all=True)

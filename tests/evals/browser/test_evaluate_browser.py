@@ -8,7 +8,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from tests.browser.conftest import SCREENSHOTS, browser, chromium, jupyter_server, page  # noqa: F401 - fixtures
+from tests.browser.conftest import SCREENSHOTS
 from tests.browser.frontends import FRONTENDS, cell_index, open_notebook, output_of, run_all
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
