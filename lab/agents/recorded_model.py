@@ -19,7 +19,15 @@ from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestPar
 from pydantic_ai.models.wrapper import WrapperModel
 
 from ..errors import ArgumentError
-from ..recording import ReplayMode, StationCalls, check_mode, job_calls, jsonable, station_calls
+from ..recording import (
+    ReplayMode,
+    StationCalls,
+    check_mode,
+    job_calls,
+    job_started_here,
+    jsonable,
+    station_calls,
+)
 
 __all__ = ("RecordedModel", "record_agent", "recording_job")
 
@@ -182,6 +190,7 @@ def recording_job(agent: Any, store: Any, job: Any) -> Iterator[None]:
     model = agent.model if isinstance(agent.model, RecordedModel) else RecordedModel(agent.model)
     run = store.live_runs.get(job.run_id)
     mode = getattr(run, "replay", "auto")
+    job_started_here(job.run_id, job.node_id)  # its calls kept in memory for the station's take-in
     token = job_calls.set(StationCalls(store, job.run_id, job.node_id, job.checkpoint_seq, mode=mode))
     try:
         with agent.override(model=model):
