@@ -61,103 +61,167 @@ _ROWS = """jsonb_array_elements(rows) WITH ORDINALITY AS e(j, ord), jsonb_to_rec
     ms double precision)"""
 
 
+def _of(kinds: str, columns: str) -> str:
+    """The rows of these kinds (`'cp'`, or `'upd', 'cp'`) in order, each read as these columns only: a row
+    of another kind is never converted, nor a column the statement does not read (`_ROWS` reads all)."""
+    return (
+        f"jsonb_array_elements(rows) WITH ORDINALITY AS e(j, ord), jsonb_to_record(e.j) AS x({columns}) "
+        f"WHERE e.j->>'t' IN ({kinds})"
+    )
+
+
 def _ts(col: str) -> str:
     return f"(to_timestamp({col}) AT TIME ZONE 'UTC')"
 
 
+_RUN_COLUMNS = (
+    "run_id text, graph_key text, revision integer, digest text, status text, head_seq bigint, durability text, "
+    "output jsonb, error jsonb, created_at double precision, updated_at double precision, parent_run_id text, "
+    "parent_seq bigint, breakpoints jsonb"
+)
+_CP_COLUMNS = (
+    "run_id text, seq bigint, parent_seq bigint, status text, state jsonb, next jsonb, output jsonb, "
+    "created_at double precision, counters jsonb"
+)
+
 WRITE_FUNCTION = f"""
 CREATE OR REPLACE FUNCTION graphlab_write(rows jsonb) RETURNS void LANGUAGE plpgsql AS $fn$
+-- Graph Lab's write function (postgres_schema.py): a statement runs only for the kinds of rows given
 DECLARE
     c record;
     w record;
+    kinds text[];
+    n_cp bigint;
+    n bigint;
 BEGIN
-    PERFORM pg_advisory_xact_lock({RUN_LOCK}, hashtext(ids.r)) FROM (
-        SELECT DISTINCT r FROM (
-            SELECT e->>'run_id' AS r FROM jsonb_array_elements(rows) e WHERE e->>'run_id' IS NOT NULL
-            UNION SELECT wt.run_id FROM waits wt JOIN jsonb_array_elements(rows) e
-                ON e->>'t' = 'vd' AND wt.owner = e->>'owner'
-        ) u ORDER BY r
-    ) ids;
+    SELECT array_agg(DISTINCT e->>'t'), count(*) FILTER (WHERE e->>'t' = 'cp')
+    INTO kinds, n_cp FROM jsonb_array_elements(rows) e;
 
-    INSERT INTO runs (run_id, graph_key, revision, digest, status, head_seq, durability, output, error,
-                      created_at, updated_at, parent_run_id, parent_seq, breakpoints)
-    SELECT run_id, graph_key, revision, digest, status, head_seq, durability, output, error,
-           {_ts("created_at")}, {_ts("updated_at")}, parent_run_id, parent_seq, breakpoints
-    FROM {_ROWS} WHERE t = 'run' ORDER BY ord
-    ON CONFLICT (run_id) DO NOTHING;
-
-    SELECT x.run_id, x.seq, to_jsonb(k) - 'created_at' AS stored,
-           jsonb_build_object('parent_seq', x.parent_seq, 'status', x.status, 'state', x.state, 'next', x.next,
-                              'output', x.output, 'counters', x.counters) AS given
-    INTO c
-    FROM {_ROWS} JOIN checkpoints k ON k.run_id = x.run_id AND k.seq = x.seq
-    WHERE x.t = 'cp' AND (k.parent_seq IS DISTINCT FROM x.parent_seq OR k.status IS DISTINCT FROM x.status
-        OR k.state IS DISTINCT FROM x.state OR k.next IS DISTINCT FROM x.next
-        OR k.output IS DISTINCT FROM x.output OR k.counters IS DISTINCT FROM x.counters)
-    LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'GLCPX', MESSAGE = c.run_id, DETAIL = c.seq::text,
-            HINT = left(c.stored::text, 300) || ' | ' || left(c.given::text, 300);
+    IF 'vd' = ANY(kinds) THEN  -- an answer also locks the run its wait parks
+        PERFORM pg_advisory_xact_lock({RUN_LOCK}, hashtext(ids.r)) FROM (
+            SELECT DISTINCT r FROM (
+                SELECT e->>'run_id' AS r FROM jsonb_array_elements(rows) e WHERE e->>'run_id' IS NOT NULL
+                UNION SELECT wt.run_id FROM waits wt JOIN jsonb_array_elements(rows) e
+                    ON e->>'t' = 'vd' AND wt.owner = e->>'owner'
+            ) u ORDER BY r
+        ) ids;
+    ELSE
+        PERFORM pg_advisory_xact_lock({RUN_LOCK}, hashtext(ids.r)) FROM (
+            SELECT DISTINCT e->>'run_id' AS r FROM jsonb_array_elements(rows) e
+            WHERE e->>'run_id' IS NOT NULL ORDER BY r
+        ) ids;
     END IF;
 
-    INSERT INTO checkpoints (run_id, seq, parent_seq, status, state, next, output, created_at, counters)
-    SELECT run_id, seq, parent_seq, status, state, next, output, {_ts("created_at")}, counters
-    FROM {_ROWS} WHERE t = 'cp' ORDER BY ord
-    ON CONFLICT (run_id, seq) DO NOTHING;
+    IF 'run' = ANY(kinds) THEN
+        INSERT INTO runs (run_id, graph_key, revision, digest, status, head_seq, durability, output, error,
+                          created_at, updated_at, parent_run_id, parent_seq, breakpoints)
+        SELECT run_id, graph_key, revision, digest, status, head_seq, durability, output, error,
+               {_ts("created_at")}, {_ts("updated_at")}, parent_run_id, parent_seq, breakpoints
+        FROM {_of("'run'", _RUN_COLUMNS)} ORDER BY ord
+        ON CONFLICT (run_id) DO NOTHING;
+    END IF;
 
-    INSERT INTO waits (owner, run_id, kind, node_id, checkpoint_seq, prompt, details, prior, created_at)
-    SELECT owner, run_id, kind, node_id, checkpoint_seq, prompt, details, prior, {_ts("created_at")}
-    FROM {_ROWS} WHERE t = 'wait' ORDER BY ord
-    ON CONFLICT (owner) DO NOTHING;
-
-    FOR c IN SELECT DISTINCT ON (owner) owner, resolution, resolved_at FROM {_ROWS}
-             WHERE t = 'vd' ORDER BY owner, ord LOOP
-        UPDATE waits SET resolution = c.resolution, resolved_at = {_ts("c.resolved_at")}
-        WHERE owner = c.owner AND resolved_at IS NULL
-          AND EXISTS (SELECT 1 FROM runs r WHERE r.run_id = waits.run_id AND r.status = 'waiting'
-                      AND r.head_seq = waits.checkpoint_seq);
-        IF NOT FOUND THEN
-            SELECT wt.resolution, wt.run_id, r.status, r.head_seq, wt.checkpoint_seq INTO w
-            FROM waits wt LEFT JOIN runs r ON r.run_id = wt.run_id WHERE wt.owner = c.owner;
-            RAISE EXCEPTION USING ERRCODE = 'GLANS', MESSAGE = c.owner,
-                DETAIL = coalesce(w.resolution::text, ''),
-                HINT = coalesce(w.run_id || ' ' || w.status || ' ' || w.head_seq || ' ' || w.checkpoint_seq, '');
+    IF n_cp > 0 THEN
+        INSERT INTO checkpoints (run_id, seq, parent_seq, status, state, next, output, created_at, counters)
+        SELECT run_id, seq, parent_seq, status, state, next, output, {_ts("created_at")}, counters
+        FROM {_of("'cp'", _CP_COLUMNS)} ORDER BY ord
+        ON CONFLICT (run_id, seq) DO NOTHING;
+        GET DIAGNOSTICS n = ROW_COUNT;
+        IF n < n_cp THEN  -- an id was taken: the same checkpoint again changes nothing, a different one is refused
+            SELECT x.run_id, x.seq, to_jsonb(k) - 'created_at' AS stored,
+                   jsonb_build_object('parent_seq', x.parent_seq, 'status', x.status, 'state', x.state,
+                                      'next', x.next, 'output', x.output, 'counters', x.counters) AS given
+            INTO c
+            FROM {_ROWS} JOIN checkpoints k ON k.run_id = x.run_id AND k.seq = x.seq
+            WHERE x.t = 'cp' AND (k.parent_seq IS DISTINCT FROM x.parent_seq OR k.status IS DISTINCT FROM x.status
+                OR k.state IS DISTINCT FROM x.state OR k.next IS DISTINCT FROM x.next
+                OR k.output IS DISTINCT FROM x.output OR k.counters IS DISTINCT FROM x.counters)
+            LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'GLCPX', MESSAGE = c.run_id, DETAIL = c.seq::text,
+                    HINT = left(c.stored::text, 300) || ' | ' || left(c.given::text, 300);
+            END IF;
         END IF;
-    END LOOP;
+    END IF;
 
-    UPDATE runs SET breakpoints = b.breakpoints
-    FROM (SELECT DISTINCT ON (run_id) run_id, breakpoints FROM {_ROWS}
-          WHERE t = 'bp' ORDER BY run_id, ord DESC) b
-    WHERE runs.run_id = b.run_id;
+    IF 'wait' = ANY(kinds) THEN
+        INSERT INTO waits (owner, run_id, kind, node_id, checkpoint_seq, prompt, details, prior, created_at)
+        SELECT owner, run_id, kind, node_id, checkpoint_seq, prompt, details, prior, {_ts("created_at")}
+        FROM {_ROWS} WHERE t = 'wait' ORDER BY ord
+        ON CONFLICT (owner) DO NOTHING;
+    END IF;
 
-    INSERT INTO events (run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at)
-    SELECT x.run_id, coalesce(m.top, -1) + row_number() OVER (PARTITION BY x.run_id ORDER BY e.ord),
-           x.kind, x.node_id, x.attempt, x.checkpoint_seq, x.payload, {_ts("x.created_at")}
-    FROM {_ROWS}
-    LEFT JOIN LATERAL (SELECT max(e.seq) AS top FROM events e WHERE e.run_id = x.run_id) m ON true
-    WHERE x.t = 'ev';
+    IF 'vd' = ANY(kinds) THEN
+        FOR c IN SELECT DISTINCT ON (owner) owner, resolution, resolved_at FROM {_ROWS}
+                 WHERE t = 'vd' ORDER BY owner, ord LOOP
+            UPDATE waits SET resolution = c.resolution, resolved_at = {_ts("c.resolved_at")}
+            WHERE owner = c.owner AND resolved_at IS NULL
+              AND EXISTS (SELECT 1 FROM runs r WHERE r.run_id = waits.run_id AND r.status = 'waiting'
+                          AND r.head_seq = waits.checkpoint_seq);
+            IF NOT FOUND THEN
+                SELECT wt.resolution, wt.run_id, r.status, r.head_seq, wt.checkpoint_seq INTO w
+                FROM waits wt LEFT JOIN runs r ON r.run_id = wt.run_id WHERE wt.owner = c.owner;
+                RAISE EXCEPTION USING ERRCODE = 'GLANS', MESSAGE = c.owner,
+                    DETAIL = coalesce(w.resolution::text, ''),
+                    HINT = coalesce(w.run_id || ' ' || w.status || ' ' || w.head_seq || ' ' || w.checkpoint_seq, '');
+            END IF;
+        END LOOP;
+    END IF;
 
-    UPDATE runs SET status = u.status, head_seq = u.head_seq, output = u.output, error = u.error,
-                    updated_at = {_ts("u.ts")}
-    FROM (SELECT DISTINCT ON (run_id) run_id, status,
-                 CASE WHEN t = 'cp' THEN seq ELSE head_seq END AS head_seq, output,
-                 CASE WHEN t = 'cp' THEN NULL ELSE error END AS error,
-                 coalesce(updated_at, created_at) AS ts
-          FROM {_ROWS} WHERE t IN ('upd', 'cp') ORDER BY run_id, ord DESC) u
-    WHERE runs.run_id = u.run_id;
+    IF 'bp' = ANY(kinds) THEN
+        UPDATE runs SET breakpoints = b.breakpoints
+        FROM (SELECT DISTINCT ON (run_id) run_id, breakpoints FROM {_ROWS}
+              WHERE t = 'bp' ORDER BY run_id, ord DESC) b
+        WHERE runs.run_id = b.run_id;
+    END IF;
 
-    INSERT INTO calls ({q.CALL_COLS})
-    SELECT y.call_id, y.run_id, y.node_id, y.checkpoint_seq, {q.call_attempt("y")}, y.call_index, y.kind,
-           y.name, y.digest, y.mode, y.replayed_from, y.request, y.response, y.input_tokens, y.output_tokens, y.ms,
-           y.created_at
-    FROM (SELECT x.call_id, x.run_id, x.node_id, x.checkpoint_seq, x.call_index, x.kind, x.name, x.digest, x.mode,
-                 x.replayed_from, x.request, x.response, x.input_tokens, x.output_tokens, x.ms,
-                 {_ts("x.created_at")} AS created_at
-          FROM {_ROWS} WHERE x.t = 'call') y
-    ON CONFLICT (call_id) DO NOTHING;
+    IF 'ev' = ANY(kinds) THEN
+        INSERT INTO events (run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at)
+        SELECT x.run_id, coalesce((SELECT max(v.seq) FROM events v WHERE v.run_id = x.run_id), -1)
+                         + row_number() OVER (PARTITION BY x.run_id ORDER BY e.ord),
+               x.kind, x.node_id, x.attempt, x.checkpoint_seq, x.payload, {_ts("x.created_at")}
+        FROM {_of("'ev'", "run_id text, kind text, node_id text, attempt bigint, checkpoint_seq bigint, "
+                  "payload jsonb, created_at double precision")};
+    END IF;
+
+    IF n_cp > 0 OR 'upd' = ANY(kinds) THEN
+        UPDATE runs SET status = u.status, head_seq = u.head_seq, output = u.output, error = u.error,
+                        updated_at = {_ts("u.ts")}
+        FROM (SELECT DISTINCT ON (run_id) run_id, status,
+                     CASE WHEN t = 'cp' THEN seq ELSE head_seq END AS head_seq, output,
+                     CASE WHEN t = 'cp' THEN NULL ELSE error END AS error,
+                     coalesce(updated_at, created_at) AS ts
+              FROM {_of("'upd', 'cp'", "t text, run_id text, seq bigint, status text, head_seq bigint, output jsonb, "
+                        "error jsonb, updated_at double precision, created_at double precision")}
+              ORDER BY run_id, ord DESC) u
+        WHERE runs.run_id = u.run_id;
+    END IF;
+
+    IF 'call' = ANY(kinds) THEN
+        INSERT INTO calls ({q.CALL_COLS})
+        SELECT y.call_id, y.run_id, y.node_id, y.checkpoint_seq, {q.call_attempt("y")}, y.call_index, y.kind,
+               y.name, y.digest, y.mode, y.replayed_from, y.request, y.response, y.input_tokens, y.output_tokens,
+               y.ms, y.created_at
+        FROM (SELECT x.call_id, x.run_id, x.node_id, x.checkpoint_seq, x.call_index, x.kind, x.name, x.digest,
+                     x.mode, x.replayed_from, x.request, x.response, x.input_tokens, x.output_tokens, x.ms,
+                     {_ts("x.created_at")} AS created_at
+              FROM {_ROWS} WHERE x.t = 'call') y
+        ON CONFLICT (call_id) DO NOTHING;
+    END IF;
 END
 $fn$
 """
+"""`graphlab_write(rows jsonb)`: one boundary, applied in the order DuckDB's fold applies it. A typical
+step (a checkpoint, its `settled` event, the next `entered`) runs four statements: the kinds, the run's
+lock, the checkpoint, the events and the run's head (those two as one statement would not save time:
+each is a cached plan)."""
+
+WRITE_FUNCTION_SOURCE = WRITE_FUNCTION.split("$fn$")[1]
+"""The function's body as the server keeps it (`pg_proc.prosrc`): a store whose installed body differs
+(an older Graph Lab's, with the same rows and checks) gets this one on open (`PostgresStore`), under
+the migration lock, without a schema version of its own: the tables are the same."""
+
+INSTALLED_WRITE_FUNCTION = "SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure('graphlab_write(jsonb)')"
 
 MIGRATIONS: list[list[str]] = [
     # version 0 -> 1: the foundation tables

@@ -43,8 +43,16 @@ from .postgres_calls import PostgresCalls
 from .postgres_effects import PostgresEffects
 from .postgres_evals import PostgresEvals
 from .postgres_jobs import PostgresJobs
-from .postgres_schema import GRAPH_LOCK, MIGRATE_LOCK, MIGRATIONS, WRITERS_TABLE
-from .postgres_session import LiveSession, check_pooled, holders
+from .postgres_schema import (
+    GRAPH_LOCK,
+    INSTALLED_WRITE_FUNCTION,
+    MIGRATE_LOCK,
+    MIGRATIONS,
+    WRITE_FUNCTION,
+    WRITE_FUNCTION_SOURCE,
+    WRITERS_TABLE,
+)
+from .postgres_session import LiveSession, check_pooled, holders, stale
 from .postgres_sql import SQL_TIMEOUT, SqlSession
 from .reads import Rows, SqlReads
 from .schema import SCHEMA_VERSION, TABLES, refuse_newer
@@ -62,6 +70,8 @@ _OPEN_LOCK = threading.Lock()
 _URL = re.compile(r"^postgres(ql)?://", re.IGNORECASE)
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
 _NUL = b"\\u0000"
+_WRITE = "SELECT graphlab_write(%s)"
+"""A boundary: its rows, one JSON array, to the server-side function (postgres_schema.py)."""
 _OBSERVATIONS = frozenset({"payload", "error"})
 _INSTALL = "pip install 'graph-lab[postgres]' (psycopg 3 and psycopg-pool)"
 OPEN_TIMEOUT = 30.0
@@ -121,6 +131,37 @@ def _release(pool: Any, live: list[Any]) -> None:
 
 
 
+class _WriteConnection:
+    """The pooled connection the store writes with, kept between writes (taken and given back under the
+    store's lock): a boundary is then one round trip with nothing around it. One the server ended (a
+    restart) is given back, and the pool replaces it, before the next write."""
+
+    def __init__(self, pool: Any):
+        self._pool = pool
+        self._con: Any = None
+        self._cur: Any = None
+
+    def cursor(self) -> Any:
+        if self._con is not None and not stale(self._con):
+            return self._cur
+        self.drop()
+        self._con = self._pool.getconn()  # `check_pooled` hands out only a live one
+        self._cur = self._con.cursor()
+        return self._cur
+
+    def drop(self) -> None:
+        """Give the connection back to the pool (it discards a broken one)."""
+        con, self._con, self._cur = self._con, None, None
+        if con is not None:
+            try:
+                self._pool.putconn(con)
+            except Exception:  # pragma: no cover - the pool is closing
+                con.close()
+
+    def close(self) -> None:
+        self.drop()
+
+
 def _unreachable(path: str, where: str, exc: BaseException) -> str:
     """What failed when the server cannot be reached or refuses, and what to do."""
     text = _first_line(exc)
@@ -150,6 +191,7 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
     def __init__(self, url: str, *, fsync: bool | None = None, pool_size: int = 4):
         psycopg, psycopg_pool = _drivers()
         self._pg = psycopg
+        self._jsonb = psycopg.types.json.Jsonb
         self.url = url
         self.path = redact(url)
         self.fsync = fsync
@@ -197,6 +239,8 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
                 raise StoreError(self._unreachable(exc)) from None
             raise
         self._session.on_drop = self._pool.check
+        self._writes = _WriteConnection(self._pool)
+        live.insert(0, self._writes)  # given back before the pool closes
         self._finalizer = weakref.finalize(self, _release, self._pool, live)
 
     def _unreachable(self, exc: BaseException) -> str:
@@ -222,6 +266,9 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
             }
             if "writers" not in present:  # migrated to 4 by an older Graph Lab
                 con.execute(WRITERS_TABLE)
+            installed = con.execute(INSTALLED_WRITE_FUNCTION).fetchone()
+            if installed is None or installed[0] != WRITE_FUNCTION_SOURCE:  # an older Graph Lab's: this one's
+                con.execute(WRITE_FUNCTION)
             missing = sorted(set(TABLES) - present)
             if missing:
                 raise StoreError(
@@ -350,10 +397,11 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
                 self.live_runs.pop(run_id, None)
             raise
         pg = self._pg
-        try:
-            with self._pool.connection() as con:
-                con.execute("SELECT graphlab_write(%s::jsonb)", [blob.decode("utf-8")])
+        try:  # one round trip: the statement is prepared once per connection, the rows go as jsonb
+            self._writes.cursor().execute(_WRITE, [self._jsonb(blob, _as_is)], prepare=True)
         except pg.Error as exc:
+            if isinstance(exc, pg.OperationalError | pg.InterfaceError):
+                self._writes.drop()  # the connection may be gone: the pool checks it
             raise self._write_error(exc, rows) from None
         except Exception as exc:
             if type(exc).__module__.startswith("psycopg_pool"):
@@ -487,6 +535,11 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
             raise StoreError(f"sql_url={redact(str(url))!r} is not a postgresql:// URL; give the read role's URL")
         self._check_open()
         self._sql.switch(url)
+
+
+def _as_is(blob: bytes) -> bytes:
+    """The rows' JSON goes to the server as `_encode` wrote it (psycopg's `Jsonb` would dump it again)."""
+    return blob
 
 
 def _encode(rows: Sequence[dict[str, Any]]) -> bytes:

@@ -117,7 +117,11 @@ def cluster() -> Iterator[Cluster]:
     if init.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         pytest.fail(f"initdb failed: {init.stderr[-2000:]}")
-    opts = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 -c shared_buffers=32MB"
+    # pg_stat_statements (contrib, in Debian's postgresql package): tests count the statements a boundary sends
+    opts = (
+        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 -c shared_buffers=32MB "
+        "-c shared_preload_libraries=pg_stat_statements"
+    )
     start = subprocess.run(
         [*as_user, os.path.join(bindir, "pg_ctl"), "-D", data, "-o", opts, "-l", os.path.join(root, "log"), "-w", "-t", "60", "start"],
         capture_output=True,

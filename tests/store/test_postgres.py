@@ -113,9 +113,12 @@ def test_several_writers_step_different_runs_with_no_lost_or_duplicate_rows(pg_u
     lab.close()
 
 
-def test_a_live_writer_is_not_taken_for_dead_a_killed_one_is(pg_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sync", ["server", "nosync"])
+def test_a_live_writer_is_not_taken_for_dead_a_killed_one_is(pg_url: str, tmp_path: Path, sync: str) -> None:
+    """...and every boundary it settled before the kill is stored, with `synchronous_commit=off` too
+    (`fsync=False`): a settlement rides with the next station's `entered`, committed before that station runs."""
     marker = tmp_path / "in-flight"
-    proc = _worker("tally", pg_url, "5", str(marker))
+    proc = _worker("tally", pg_url, "5", str(marker), *([sync] if sync == "nosync" else []))
     try:
         run_id = proc.stdout.readline().strip()
         deadline = time.monotonic() + 60
@@ -140,6 +143,9 @@ def test_a_live_writer_is_not_taken_for_dead_a_killed_one_is(pg_url: str, tmp_pa
         lab.close()
         time.sleep(0.1)
     assert lab.run(run_id).status == "interrupted"
+    assert lab.store.seqs(run_id) == [0, 1, 2]  # created, then the two stations settled before the kill
+    assert [e.kind for e in lab.events(run_id)][-3:] == ["settled", "entered", "interrupted"]
+    assert [c.state["n"] for c in lab.store.checkpoints(run_id)] == [0, 1, 2]
     declare_tally(lab)
     run = lab.resume(run_id)
     run._state.marker = ""

@@ -3,7 +3,8 @@
 - `park LOC`: start an order, run it to its gate, print the run id, exit.
 - `approve LOC RUN_ID BARRIER NOTE`: resume the run, wait until BARRIER exists, approve; print
   `won` or `lost: <error type>`.
-- `tally LOC N MARKER`: start a tally that blocks in its third station (MARKER appears), to be killed.
+- `tally LOC N MARKER [nosync]`: start a tally that blocks in its third station (MARKER appears), to be
+  killed; `nosync` opens the store with `fsync=False` (PostgreSQL: `synchronous_commit=off`).
 - `steps LOC K`: start K tallies of 20 stations, step them all to the end; print their ids.
 """
 
@@ -19,7 +20,7 @@ from tests.store.graphs import Count, Order, Prepare, Tally, declare_orders, dec
 
 def main(argv: list[str]) -> None:
     cmd, loc = argv[0], argv[1]
-    lab = Lab(loc)
+    lab = Lab(loc, fsync=False) if argv[-1] == "nosync" else Lab(loc)
     if cmd == "park":
         g = declare_orders(lab)
         run = g.start(Prepare(), state=Order(item="lamp"))
