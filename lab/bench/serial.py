@@ -141,6 +141,10 @@ class VariantResult:
 
     The fold is amortised (every `fold_every` journal lines), so it lands in some runs only:
     the median may leave it out, the mean carries its share."""
+    cpu: list[float] = field(default_factory=list)
+    """CPU seconds of this process during each timed run (every thread: the lab drives on its loop thread)."""
+    server_cpu: list[float] = field(default_factory=list)
+    """`lab_postgres` on a server on this machine: CPU seconds of the lab's server processes per timed run."""
     error: str | None = None
     """Set when the variant raised; its times stop there."""
 
@@ -470,10 +474,43 @@ def _setup(
             lab = Lab(postgres, fsync=False)
             labs.append(lab)
             g = declare(lab)
-            return lambda: run_lab_sync(g, visits)
+            server = server_cpu_reader(postgres)
+
+            def measure() -> tuple[Any, ...]:
+                before = server()
+                out = run_lab_sync(g, visits)
+                after = server()
+                return (*out, None if before is None or after is None else after - before)
+
+            return measure
 
         makers["lab_postgres"] = lab_postgres
     return {key: makers[key]() for key in keys}
+
+
+def server_cpu_reader(url: str) -> Callable[[], float | None]:
+    """A reader of the CPU seconds the lab's server processes (`application_name` graph-lab, this
+    database) have used, from /proc: a server on this machine that this user may look into; else None."""
+
+    def read() -> float | None:
+        import psycopg
+
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=10) as con:
+                pids = [r[0] for r in con.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = 'graph-lab' AND datname = current_database()"
+                )]  # fmt: skip
+            return sum(_schedstat_ns(pid) for pid in pids) / 1e9
+        except (psycopg.Error, OSError, ValueError, IndexError):
+            return None
+
+    return read
+
+
+def _schedstat_ns(pid: int) -> int:
+    """Nanoseconds process `pid` has run on a CPU (Linux's /proc/PID/schedstat)."""
+    with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+        return int(f.read().split()[0])
 
 
 def dropping_tracer_provider() -> Any:
@@ -494,16 +531,21 @@ def _measure(result: VariantResult, fn: Measure, *, record: bool) -> None:
     if result.error is not None:
         return
     gc.collect()
+    cpu = time.process_time()
     try:
-        seconds, output, *folded = fn()
+        seconds, output, *rest = fn()
     except Exception as exc:
         result.error = f"{type(exc).__name__}: {exc}"
         return
+    cpu = time.process_time() - cpu
     if record:
         result.seconds.append(seconds)
         result.outputs.append(output)
-        if folded:
-            result.folded.append(bool(folded[0]))
+        result.cpu.append(cpu)
+        if rest:
+            result.folded.append(bool(rest[0]))
+        if len(rest) > 1 and rest[1] is not None:
+            result.server_cpu.append(rest[1])
 
 
 # -- reporting ------------------------------------------------------------------------------
@@ -548,6 +590,17 @@ def to_markdown(report: BenchReport) -> str:
                 f"`{key}`: {report.target_ratio(key):.2f}x a `{v.against}` station (median over median, same rounds); "
                 f"target ≤ {v.target:g}x: {'yes' if report.met(key) else 'no'}.",
             ]
+            base = report.variants[v.against]
+            if v.cpu and base.cpu:
+                mine, theirs = statistics.median(v.cpu) / v.visits, statistics.median(base.cpu) / base.visits
+                server = statistics.median(v.server_cpu) / v.visits if v.server_cpu else None
+                total = mine + (server or 0.0)
+                lines.append(
+                    f"CPU per station (medians): `{v.against}` {theirs * 1e6:.1f} µs; `{key}` {mine * 1e6:.1f} µs in this "
+                    f"process" + (f" + {server * 1e6:.1f} µs in its server processes = {total * 1e6:.1f} µs" if server is not None
+                                  else " (its server's CPU not readable from here)")
+                    + f": {total / theirs:.2f}x."
+                )
     if report.sync_us is not None:
         floor = report.floor.median
         share = f" ({report.sync_us / (floor * 1e6):.2f}x the floor's median)" if floor else ""

@@ -70,8 +70,10 @@ _OPEN_LOCK = threading.Lock()
 _URL = re.compile(r"^postgres(ql)?://", re.IGNORECASE)
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
 _NUL = b"\\u0000"
-_WRITE = "SELECT graphlab_write(%s)"
+_WRITE = b"SELECT graphlab_write($1::jsonb)"
 """A boundary: its rows, one JSON array, to the server-side function (postgres_schema.py)."""
+_WRITE_NAME = b"graphlab_write"
+"""The name `_WRITE` is prepared under on the write connection."""
 _OBSERVATIONS = frozenset({"payload", "error"})
 _INSTALL = "pip install 'graph-lab[postgres]' (psycopg 3 and psycopg-pool)"
 OPEN_TIMEOUT = 30.0
@@ -132,26 +134,42 @@ def _release(pool: Any, live: list[Any]) -> None:
 
 
 class _WriteConnection:
-    """The pooled connection the store writes with, kept between writes (taken and given back under the
-    store's lock): a boundary is then one round trip with nothing around it. One the server ended (a
-    restart) is given back, and the pool replaces it, before the next write."""
+    """The pooled connection the store writes with, kept between writes (used under the store's lock).
 
-    def __init__(self, pool: Any):
+    A boundary is one round trip with nothing around it: `graphlab_write` is prepared once per
+    connection and run with libpq's `PQexecPrepared` (psycopg's `pgconn.exec_prepared`), the rows'
+    JSON as the one text parameter, in autocommit: one transaction. A connection the server ended (a
+    restart) is given back to the pool, which replaces it, before the next write.
+    """
+
+    def __init__(self, psycopg: Any, pool: Any):
+        self._pg = psycopg
         self._pool = pool
         self._con: Any = None
-        self._cur: Any = None
 
-    def cursor(self) -> Any:
+    def send(self, blob: bytes) -> None:
+        """Apply one boundary's rows; a failure raises the psycopg error the server's answer makes."""
+        pgconn = self._connection().pgconn
+        res = pgconn.exec_prepared(_WRITE_NAME, [blob])
+        if res.status != self._pg.pq.ExecStatus.TUPLES_OK:
+            raise self._pg.errors.error_from_result(res, encoding="utf-8")
+
+    def _connection(self) -> Any:
         if self._con is not None and not stale(self._con):
-            return self._cur
+            return self._con
         self.drop()
-        self._con = self._pool.getconn()  # `check_pooled` hands out only a live one
-        self._cur = self._con.cursor()
-        return self._cur
+        con = self._pool.getconn()  # `check_pooled` hands out only a live one
+        self._con = con
+        res = con.pgconn.prepare(_WRITE_NAME, _WRITE)
+        if res.status != self._pg.pq.ExecStatus.COMMAND_OK:
+            err = self._pg.errors.error_from_result(res, encoding="utf-8")
+            if not isinstance(err, self._pg.errors.DuplicatePreparedStatement):  # this session had it already
+                raise err
+        return con
 
     def drop(self) -> None:
         """Give the connection back to the pool (it discards a broken one)."""
-        con, self._con, self._cur = self._con, None, None
+        con, self._con = self._con, None
         if con is not None:
             try:
                 self._pool.putconn(con)
@@ -191,7 +209,6 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
     def __init__(self, url: str, *, fsync: bool | None = None, pool_size: int = 4):
         psycopg, psycopg_pool = _drivers()
         self._pg = psycopg
-        self._jsonb = psycopg.types.json.Jsonb
         self.url = url
         self.path = redact(url)
         self.fsync = fsync
@@ -239,7 +256,7 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
                 raise StoreError(self._unreachable(exc)) from None
             raise
         self._session.on_drop = self._pool.check
-        self._writes = _WriteConnection(self._pool)
+        self._writes = _WriteConnection(psycopg, self._pool)
         live.insert(0, self._writes)  # given back before the pool closes
         self._finalizer = weakref.finalize(self, _release, self._pool, live)
 
@@ -397,11 +414,9 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
                 self.live_runs.pop(run_id, None)
             raise
         pg = self._pg
-        try:  # one round trip: the statement is prepared once per connection, the rows go as jsonb
-            self._writes.cursor().execute(_WRITE, [self._jsonb(blob, _as_is)], prepare=True)
+        try:
+            self._writes.send(blob)  # one round trip, one transaction
         except pg.Error as exc:
-            if isinstance(exc, pg.OperationalError | pg.InterfaceError):
-                self._writes.drop()  # the connection may be gone: the pool checks it
             raise self._write_error(exc, rows) from None
         except Exception as exc:
             if type(exc).__module__.startswith("psycopg_pool"):
@@ -535,11 +550,6 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
             raise StoreError(f"sql_url={redact(str(url))!r} is not a postgresql:// URL; give the read role's URL")
         self._check_open()
         self._sql.switch(url)
-
-
-def _as_is(blob: bytes) -> bytes:
-    """The rows' JSON goes to the server as `_encode` wrote it (psycopg's `Jsonb` would dump it again)."""
-    return blob
 
 
 def _encode(rows: Sequence[dict[str, Any]]) -> bytes:

@@ -23,3 +23,6 @@ def test_the_postgres_row_is_measured_beside_the_duckdb_rows(pg_url: str, tmp_pa
     assert "postgresql://" in text
     assert f"`lab_postgres`: {ratio:.2f}x a `lab_step` station" in text
     assert f"target ≤ 3x: {'yes' if ratio <= 3.0 else 'no'}." in text
+    # the CPU line: this process's for both rows, and the server's (the test cluster runs on this machine)
+    assert len(pg.cpu) == len(pg.server_cpu) == 1 and pg.server_cpu[0] > 0
+    assert "CPU per station (medians): `lab_step`" in text and "in its server processes" in text

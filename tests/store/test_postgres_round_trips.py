@@ -61,7 +61,7 @@ def test_a_run_sends_one_statement_per_boundary(counted: tuple[Cluster, str, str
     assert (run.status, run.output) == ("done", STATIONS + 1)
     sent = _statements(pg, db)
     # each station's `entered` carries the settlement before it; the last settlement goes alone
-    assert sent == {"SELECT graphlab_write($1)": STATIONS + 1}, sent
+    assert sent == {"SELECT graphlab_write($1::jsonb)": STATIONS + 1}, sent
     events = lab.events(run.id)
     assert [e.seq for e in events] == list(range(len(events)))
     assert lab.store.seqs(run.id) == list(range(STATIONS + 2))
@@ -79,7 +79,7 @@ def test_a_step_by_hand_sends_its_attempt_then_its_settlement(counted: tuple[Clu
     _reset(pg, db)
     for _ in range(5):
         run.step()
-    assert _statements(pg, db) == {"SELECT graphlab_write($1)": 10}
+    assert _statements(pg, db) == {"SELECT graphlab_write($1::jsonb)": 10}
     assert lab.store.seqs(run.id) == list(range(7))
     lab.close()
 
