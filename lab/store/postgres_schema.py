@@ -6,7 +6,8 @@ version means the same tables on both backends (a test checks the lists are as l
 
 A boundary is applied by one server-side function, `graphlab_write(rows jsonb)`, so a write
 is one round trip and one transaction whatever it holds. It applies the rows as DuckDB's fold
-does, in the same order, with what a shared server needs besides:
+does, in the same order, running a statement only for the kinds of rows given (a step: the
+run's lock, its checkpoint, its events, its head), with what a shared server needs besides:
 
 - it first takes a transaction lock on every run the rows touch, so two writers of one run
   queue instead of interleaving;
@@ -15,7 +16,8 @@ does, in the same order, with what a shared server needs besides:
 - a verdict (`vd`) must find its wait unanswered and its run waiting at the wait's checkpoint;
   otherwise the whole write is refused with SQLSTATE `GLANS` (the first verdict won);
 - a different checkpoint under a taken `(run_id, seq)` is refused with SQLSTATE `GLCPX`;
-  the same checkpoint again changes nothing.
+  the same checkpoint again changes nothing (checked only when an id was taken: a check of every
+  boundary against the stored checkpoints cost more as the table grew).
 """
 
 from __future__ import annotations
