@@ -4,10 +4,10 @@ Same tables and columns as the DuckDB store (docs/store.md), JSON as `jsonb`. Ev
 is one transaction and one round trip: the rows travel as one JSON array to the server-side
 function `graphlab_write` (postgres_schema.py), which applies them under a per-run lock, on one
 pooled connection the store keeps for its writes (`_WriteConnection`). Connections come from a
-`psycopg_pool` pool; psycopg errors are translated here, once, into the lab's own errors. Several processes (machines) may open one store at once: each run is stepped
-by the process that holds its handle, a verdict is recorded once (the first wins). Who holds a
-run, across a server restart, is postgres_session.py; `lab.sql`, on a connection of its own,
-postgres_sql.py.
+`psycopg_pool` pool; psycopg errors are translated here, once, into the lab's own errors.
+Several processes (machines) may open one store at once: each run is stepped by the process that
+holds its handle, a verdict is recorded once (the first wins). Who holds a run, across a server
+restart, is postgres_session.py; `lab.sql`, on a connection of its own, postgres_sql.py.
 """
 
 from __future__ import annotations
@@ -149,8 +149,7 @@ class _WriteConnection:
 
     def send(self, blob: bytes) -> None:
         """Apply one boundary's rows; a failure raises the psycopg error the server's answer makes."""
-        pgconn = self._connection().pgconn
-        res = pgconn.exec_prepared(_WRITE_NAME, [blob])
+        res = self._connection().pgconn.exec_prepared(_WRITE_NAME, [blob])
         if res.status != self._pg.pq.ExecStatus.TUPLES_OK:
             raise self._pg.errors.error_from_result(res, encoding="utf-8")
 
@@ -159,13 +158,20 @@ class _WriteConnection:
             return self._con
         self.drop()
         con = self._pool.getconn()  # `check_pooled` hands out only a live one
+        try:
+            self._prepare(con.pgconn)
+        except BaseException:
+            self._pool.putconn(con)
+            raise
         self._con = con
-        res = con.pgconn.prepare(_WRITE_NAME, _WRITE)
+        return con
+
+    def _prepare(self, pgconn: Any) -> None:
+        res = pgconn.prepare(_WRITE_NAME, _WRITE)
         if res.status != self._pg.pq.ExecStatus.COMMAND_OK:
             err = self._pg.errors.error_from_result(res, encoding="utf-8")
             if not isinstance(err, self._pg.errors.DuplicatePreparedStatement):  # this session had it already
                 raise err
-        return con
 
     def drop(self) -> None:
         """Give the connection back to the pool (it discards a broken one)."""
