@@ -96,8 +96,8 @@ class NodeCodec:
             raise StateContractError(
                 f"expected a {self.node_id} node of the graph as declared now, got {type(node).__qualname__}"
             )
-        if self._constant is not None:
-            return PendingStation(self.node_id, {})
+        if self._constant is not None:  # no fields: one frozen value serves every visit
+            return self._constant
         out: dict[str, Any] = {}
         for name, adapter in self._adapters.items():
             out[name] = checked_dump(adapter, getattr(node, name), f"node {self.node_id} field {name!r}", self.fields[name])
