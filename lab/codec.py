@@ -96,8 +96,8 @@ class NodeCodec:
             raise StateContractError(
                 f"expected a {self.node_id} node of the graph as declared now, got {type(node).__qualname__}"
             )
-        if self._constant is not None:
-            return PendingStation(self.node_id, {})
+        if self._constant is not None:  # no fields: one frozen value serves every visit
+            return self._constant
         out: dict[str, Any] = {}
         for name, adapter in self._adapters.items():
             out[name] = checked_dump(adapter, getattr(node, name), f"node {self.node_id} field {name!r}", self.fields[name])
@@ -253,8 +253,33 @@ class SnapshotCodec:
         self.encode_state(state)
 
     def encode_state(self, state: Any) -> Any:
-        """The state as JSON, refused (naming the field) unless it validates and reads back equal."""
+        """The state as JSON, refused (naming the field) unless it validates and reads back equal.
+
+        A state class of plain scalar fields (`_flat_fields`) is checked once per type, not per
+        value: its fields holding exactly their declared `int`, `str` or `bool` is what makes it
+        validate and read back equal, so that is all the value is checked for (anything else takes
+        the full check, which names what is wrong).
+        """
+        flat = self._state_flat
+        if flat is not None and type(state) is flat[0]:
+            data = {}
+            for name, tp in flat[1]:
+                value = getattr(state, name, None)
+                if type(value) is not tp:
+                    break
+                data[name] = value
+            else:
+                return data
         return checked_dump(self._state, state, "state", self.state_type, loose=self._state_loose)
+
+    @property
+    def state_checked_per_type(self) -> bool:
+        """The state class is plain scalar fields: `encode_state` checks each value's field types only."""
+        return self._state_flat is not None
+
+    @cached_property
+    def _state_flat(self) -> tuple[type, tuple[tuple[str, type], ...]] | None:
+        return _flat_fields(self._state.core_schema)
 
     def validate_state(self, value: Any) -> Any:
         """`value` validated as the state type (pydantic's `ValidationError` when it does not): an edited
@@ -513,6 +538,68 @@ def _has_any(schema: Any) -> bool:
         elif isinstance(node, list | tuple):
             stack.extend(node)
     return False
+
+
+_FLAT_LEAVES = {"int": int, "str": str, "bool": bool}
+_DATACLASS_KEYS = frozenset({"type", "cls", "config", "fields", "frozen", "post_init", "ref", "schema", "slots", "metadata"})
+_MODEL_KEYS = frozenset({"type", "cls", "config", "custom_init", "metadata", "ref", "root_model", "schema"})
+
+
+def _flat_fields(schema: Any) -> tuple[type, tuple[tuple[str, type], ...]] | None:
+    """(class, ((field, int|str|bool), ...)) when `schema` is a plain dataclass or model of such fields.
+
+    Plain means what JSON holds exactly and validation gives back unchanged: no constraint,
+    validator, alias, custom serializer, `__post_init__`, extra or private attribute, computed or
+    init-only field (any of those puts another key in the core schema, or another schema type,
+    and the class gets None: the full check per value). Its dump is `{field: value}` in field order.
+    """
+    if not isinstance(schema, dict) or set(schema.get("config") or {}) - {"title"}:
+        return None
+    cls = schema.get("cls")
+    fields = _dataclass_fields(schema) if schema.get("type") == "dataclass" else _model_fields(schema)
+    if fields is None or not isinstance(cls, type):
+        return None
+    out = []
+    for name, keys, f in fields:
+        leaf = f.get("schema")
+        if isinstance(leaf, dict) and leaf.get("type") == "default" and not set(leaf) - {"type", "schema", "default"}:
+            leaf = leaf.get("schema")
+        if not isinstance(name, str) or set(f) - keys or not isinstance(leaf, dict) or set(leaf) != {"type"}:
+            return None
+        tp = _FLAT_LEAVES.get(leaf["type"])
+        if tp is None:
+            return None
+        out.append((name, tp))
+    return cls, tuple(out)
+
+
+def _dataclass_fields(schema: dict[str, Any]) -> list[tuple[Any, frozenset[str], dict[str, Any]]] | None:
+    inner = schema.get("schema")
+    if set(schema) - _DATACLASS_KEYS or schema.get("post_init") or not isinstance(inner, dict):
+        return None
+    if inner.get("type") != "dataclass-args" or inner.get("computed_fields") or inner.get("collect_init_only"):
+        return None
+    if set(inner) - {"type", "fields", "computed_fields", "collect_init_only", "dataclass_name"}:
+        return None
+    keys = frozenset({"type", "name", "schema", "init", "kw_only", "metadata", "frozen"})
+    fields = [(f.get("name"), keys, f) for f in inner.get("fields", ())]
+    ok = all(f.get("type") == "dataclass-field" and f.get("init") is not False and not f.get("metadata") for _, _, f in fields)
+    return fields if ok else None
+
+
+def _model_fields(schema: dict[str, Any]) -> list[tuple[Any, frozenset[str], dict[str, Any]]] | None:
+    inner = schema.get("schema")
+    if schema.get("type") != "model" or set(schema) - _MODEL_KEYS or schema.get("custom_init") or schema.get("root_model"):
+        return None
+    if getattr(schema.get("cls"), "__private_attributes__", None) or not isinstance(inner, dict):
+        return None
+    if inner.get("type") != "model-fields" or set(inner) - {"type", "fields", "computed_fields", "model_name"}:
+        return None
+    if inner.get("computed_fields"):
+        return None
+    keys = frozenset({"type", "schema", "metadata", "frozen"})
+    fields = [(name, keys, f) for name, f in inner.get("fields", {}).items()]
+    return fields if all(f.get("type") == "model-field" for _, _, f in fields) else None
 
 
 def _schema_or_name(tp: Any) -> Any:

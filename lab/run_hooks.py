@@ -59,7 +59,13 @@ class SerialHooks:
     def settled(self: Run, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> None:  # type: ignore[misc]
         codec = self._built.codec
         journal = self._journal
-        stations = [codec.encode_node(n) for n in successors]
+        if len(successors) == 1:  # the usual station: one next, without three comprehensions over it
+            first = codec.encode_node(successors[0])
+            next_json, next_names, next_ids = [first.to_json()], [first.node_id], (first.node_id,)
+        else:
+            stations = [codec.encode_node(n) for n in successors]
+            next_json, next_names = [st.to_json() for st in stations], [st.node_id for st in stations]
+            next_ids = tuple(next_names)
         output_json = codec.encode_output(end.value) if end is not None else None
         state_json = codec.encode_state(self._state)
         seq = self._next_cp
@@ -75,7 +81,7 @@ class SerialHooks:
                 "parent_seq": head,
                 "status": status,
                 "state": state_json,
-                "next": [st.to_json() for st in stations],
+                "next": next_json,
                 "output": output_json,
                 "created_at": time.time(),
                 "counters": self._settled_counters() if self._counters else None,
@@ -86,7 +92,7 @@ class SerialHooks:
                 attempt=attempt,
                 checkpoint_seq=seq,
                 # ms to 3 decimals (round() is a slow call on the hot path)
-                payload={"ms": int((time.perf_counter() - self._inflight_started) * 1e6 + 0.5) / 1000, "next": [s.node_id for s in stations]},
+                payload={"ms": int((time.perf_counter() - self._inflight_started) * 1e6 + 0.5) / 1000, "next": next_names},
             ),
         )
         if end is not None:
@@ -104,7 +110,8 @@ class SerialHooks:
                 self._check_fence()
             # what puts the run back at its head of now, should the held settlement's write fail
             self._held_head = (self._state_json, seq, head, self._pending, self._resume, dict(self._tries) if self._tries else None, self._status, self._last_result, attempt, node_id)
-            journal.hold(rows, self._forget_settlement)
+            journal.stash.extend(rows)  # `journal.hold(rows, ...)`, inlined on the hot path
+            journal.undo = self._forget_settlement
         else:
             self._unflushed += 1
             sync = self.durability == "step" or end is not None or self._unflushed >= self.batch_size
@@ -123,7 +130,7 @@ class SerialHooks:
             self._output = end.value
             self._output_json = output_json
         # built into a StepResult only when read (`_last`): most settlements are never looked at
-        self._last_result = (node_id, "done" if end is not None else "settled", seq, tuple(s.node_id for s in stations), self._output)
+        self._last_result = (node_id, "done" if end is not None else "settled", seq, next_ids, self._output)
 
     @property
     def _last(self: Run) -> StepResult | None:  # type: ignore[misc]

@@ -112,6 +112,7 @@ async def drive(
     node = pending[0]
     node_id = node_id_of(node)
     routing = {nid for nid in native.nodes if routing_only(native, nid)}  # pure routing: not a step
+    edges = frozenset(manifest.edges)  # the permitted (source, target) pairs, looked up at every station
     set_context, reset_context = station_context.set, station_context.reset
     try:
         async with native.iter(state=state, deps=deps, infer_name=False) as graph_run:
@@ -140,7 +141,7 @@ async def drive(
                     reset_context(token)
                 request = None
                 try:
-                    nxt_id = _settle(manifest, hooks, attempt, node_id, result)
+                    nxt_id = _settle(manifest, edges, hooks, attempt, node_id, result)
                 except Exception as exc:
                     hooks.failed(attempt=attempt, node_id=node_id, error=exc)
                     return Stop("failed", settled)
@@ -263,19 +264,23 @@ def _not_a_node(exc: BaseException, node_id: str, manifest: Manifest) -> BaseExc
     return error
 
 
-def _settle(manifest: Manifest, hooks: EngineHooks, attempt: int, node_id: str, result: Any) -> str | None:
-    """Check the station's result against the manifest and report it; the next id, or None at End."""
+def _settle(
+    manifest: Manifest, edges: frozenset[tuple[str, str]], hooks: EngineHooks, attempt: int, node_id: str, result: Any
+) -> str | None:
+    """Check the station's result against the manifest's `edges` and report it; the next id, or None at End."""
     if isinstance(result, EndMarker):
-        _check_edge(manifest, node_id, END)
+        if (node_id, END) not in edges:
+            _check_edge(manifest, node_id, END)
         hooks.settled(attempt=attempt, node_id=node_id, successors=(), end=result)
         return None
-    tasks = list(result)
+    tasks = result if type(result) is list else list(result)
     if len(tasks) != 1:
         raise UnsupportedTopologyError(
             f"station {node_id} produced {len(tasks)} next tasks; the serial engine runs one station at a time"
         )
     nxt = tasks[0]
-    _check_edge(manifest, node_id, nxt.node_id)
+    if (node_id, nxt.node_id) not in edges:  # not a declared edge: the error (or the native end node's task)
+        _check_edge(manifest, node_id, nxt.node_id)
     hooks.settled(attempt=attempt, node_id=node_id, successors=(as_pending(nxt.node_id, nxt.inputs),), end=None)
     return nxt.node_id
 

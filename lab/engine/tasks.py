@@ -42,9 +42,20 @@ def request_input(node: Any) -> Any:
     return node.inputs if isinstance(node, TaskInput) else node
 
 
+_NODE_IDS: dict[type, str | None] = {}
+"""A class's node id if it is a `BaseNode`, else None: found once per class (the hot path of every station)."""
+
+
 def as_pending(node_id: str, inputs: Any) -> Any:
     """The pending station for a native task: the node itself, or a `TaskInput`."""
-    if isinstance(inputs, BaseNode) and type(inputs).get_node_id() == node_id:
+    cls = type(inputs)
+    try:
+        own = _NODE_IDS[cls]
+    except KeyError:
+        own = _NODE_IDS[cls] = cls.get_node_id() if issubclass(cls, BaseNode) else None
+    except TypeError:  # an unhashable class (a metaclass that says so): asked every time
+        own = cls.get_node_id() if isinstance(inputs, BaseNode) else None
+    if own == node_id:
         return inputs
     return TaskInput(node_id, inputs)
 

@@ -231,7 +231,10 @@ class DuckDBStore(
         before this transaction; earlier buffered transactions stay buffered. A new run (a `run`
         row) is recorded with this process as its writer, in the same transaction.
         """
-        with self._lock:
+        lock = self._lock
+        if not lock.try_acquire(False):  # `with self._lock`, its uncontended path in C calls (the hot path)
+            lock.acquire()
+        try:
             if self.closed or self.read_only:
                 self._check_writable()
             journal = self._journal
@@ -270,6 +273,8 @@ class DuckDBStore(
                     log.warning("store %s: fold postponed: %s", self.path, exc)
                 else:
                     self._fold_after = 0
+        finally:
+            lock.release()
 
     def flush(self) -> None:
         """Hand buffered transactions to the OS (durability="batch" calls this every N boundaries)."""

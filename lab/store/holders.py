@@ -106,6 +106,9 @@ class CountingLock:
         self._lock = threading.RLock()
         self._count = threading.Lock()
         self.waiting = 0
+        self.try_acquire = self._lock.acquire
+        """The uncontended path in one C call: `try_acquire(False)`, then `acquire()` if it said no (the hot path)."""
+        self.release = self._lock.release  # type: ignore[method-assign]
 
     def acquire(self, blocking: bool = True) -> bool:
         if self._lock.acquire(blocking=False):

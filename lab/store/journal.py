@@ -279,9 +279,9 @@ class Journal:
             if row is last:
                 row["end"] = True  # the last key of the line: a reader cuts a live journal after `,"end":true}`
             try:
-                line = to_json(row, fallback=str)
+                line = to_json(row)  # no `fallback=str` here (it costs on every row): `dumps` retries with it
             except PydanticSerializationError:
-                line = dumps(row)  # escapes observations, or names the field it refuses
+                line = dumps(row)  # a value JSON has no type for, or a lone surrogate: escapes or names the field
             if len(line) > MAX_LINE:
                 raise _too_large(row, len(line))
             parts.append(line)

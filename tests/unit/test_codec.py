@@ -16,11 +16,11 @@ from typing import Any, Literal
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, PrivateAttr, TypeAdapter
 from pydantic_graph import BaseNode, End, GraphRunContext
 
 from lab import CheckpointError, CheckpointValueError
-from lab.codec import SnapshotCodec
+from lab.codec import SnapshotCodec, checked_dump
 from lab.records import PendingStation
 
 
@@ -198,3 +198,73 @@ def test_values_the_declared_types_refuse_name_the_field():
         codec.encode_output("x")
     with pytest.raises(CheckpointValueError, match=r"End data changes when written as JSON and read back: '5' became 5"):
         codec.encode_output("5")
+
+
+# -- a state of plain scalar fields is checked once per type (issue 27: the step hot path) --
+
+
+@dataclass
+class FlatState:
+    count: int = 0
+    label: str = ""
+    on: bool = False
+
+
+class FlatModel(BaseModel):
+    count: int = 0
+    label: str = ""
+
+
+@dataclass
+class PostInitState:
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.count = abs(self.count)
+
+
+class StrictModel(BaseModel):
+    count: int = Field(default=0, ge=0)
+
+
+class PrivateModel(BaseModel):
+    count: int = 0
+    _seen: int = PrivateAttr(default=0)
+
+
+class Label(str):
+    pass
+
+
+def test_a_flat_state_is_known_flat_and_dumps_as_the_full_check_does():
+    for tp, value in ((FlatState, FlatState(3, "é\n\"x", True)), (FlatModel, FlatModel(count=-2, label="a"))):
+        flat = SnapshotCodec(state_type=tp, output_type=int, nodes={})
+        assert flat.state_checked_per_type
+        data = flat.encode_state(value)
+        assert data == TypeAdapter(tp).dump_python(value, mode="json")
+        assert list(data) == list(TypeAdapter(tp).dump_python(value, mode="json"))  # field order
+        assert flat.decode_state(data) == value
+
+
+def test_types_that_json_or_validation_may_change_take_the_full_check():
+    for tp in (RichState, ModelState, LooseState, PostInitState, StrictModel, PrivateModel, Inner):
+        assert not SnapshotCodec(state_type=tp, output_type=int, nodes={}).state_checked_per_type, tp
+
+
+def test_a_flat_state_holding_another_type_gets_what_the_full_check_says():
+    flat = SnapshotCodec(state_type=FlatState, output_type=int, nodes={})
+    with pytest.raises(CheckpointValueError, match=r"state field 'count' does not validate .* got None"):
+        flat.encode_state(FlatState(count=None))  # type: ignore[arg-type]
+    gone = FlatState()
+    del gone.label
+    odd = [FlatState(count=True), FlatState(label=5), FlatState(count=1.5), FlatState(label=Label("x")), FlatState(on=1), gone]  # type: ignore[arg-type]
+    for value in odd:
+        try:
+            expected: Any = checked_dump(TypeAdapter(FlatState), value, "state", FlatState, loose=False)
+        except CheckpointValueError as exc:
+            expected = str(exc)
+        try:
+            got: Any = flat.encode_state(value)
+        except CheckpointValueError as exc:
+            got = str(exc)
+        assert got == expected, value
