@@ -43,7 +43,9 @@ def request_input(node: Any) -> Any:
 
 
 _NODE_IDS: dict[type, str | None] = {}
-"""A class's node id if it is a `BaseNode`, else None: found once per class (the hot path of every station)."""
+"""A class's node id if it is a `BaseNode`, else None: found once per class (the hot path of every
+station). It keeps a class a notebook cell redefined alive, as pydantic-graph's own `@cache` on
+`BaseNode.get_node_id` already does for the life of the process: a weak mapping would free nothing."""
 
 
 def as_pending(node_id: str, inputs: Any) -> Any:
