@@ -59,11 +59,14 @@ class DelegationRequired(WaitSignal):
         run.lab.agents.runtime(self.node.runtime)  # exact name, else AgentRuntimeError: the station fails
 
     def before_park(self, run: Any, wait: Any) -> Any:
-        job = self.job = run.lab.agents.queue_for_wait(run, wait, self.node.runtime, self.request)
-        return {**job.request, "request_id": job.request_id, "runtime": self.node.runtime}  # with its binding
+        agents = run.lab.agents
+        job = self.job = agents.queue_for_wait(run, wait, self.node.runtime, self.request)
+        # with its binding, and, when the job starts as a task right after the park, who starts it: the
+        # park is then what makes that start durable (its ADMITTED is recorded with its first observations)
+        return {**job.request, "request_id": job.request_id, "runtime": self.node.runtime, **agents.admission_mark(self.node.runtime)}
 
     def after_park(self, run: Any, wait: Any) -> None:
-        run.lab.agents.admit(wait.details["request_id"], self.job)
+        run.lab.agents.admit(wait.details["request_id"], self.job, deferred="admitted_by" in wait.details)
 
 
 class DelegatedAgentNode(BaseNode[StateT, DepsT, Any]):

@@ -22,6 +22,9 @@ __all__ = ("DuckDBJobs",)
 class DuckDBJobs(JobTables):
     """`JobTables` on the DuckDB store's connection."""
 
+    insert_reads_first = True
+    defers_admission = True
+
     _session: Any
     _check_writable: Any
     _check_open: Any
