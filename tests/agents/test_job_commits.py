@@ -10,6 +10,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from lab.agents import observations
 
 from .graphs import declare
@@ -118,3 +120,48 @@ def test_a_running_jobs_messages_are_recorded_before_it_ends(lab, release):
         release.touch()
         t.join(120)
     assert run.status == "done" and run.output is not None
+
+
+@pytest.mark.parametrize("fsync", [False, True])
+def test_a_job_commit_syncs_only_on_a_store_that_syncs_its_boundaries(tmp_path, monkeypatch, fsync):
+    """A job's rows are as durable as its run's boundaries (docs/store.md): without fsync=True its commit
+    is not synced (DuckDB's fsync_mode is 'none' for that COMMIT only, then set back, so a fold still
+    syncs); with fsync=True it is."""
+    from lab import Lab
+    from lab.store import duckdb_jobs
+
+    from .agent_defs import planner
+
+    sent: list[str] = []
+
+    class Spy:
+        def __init__(self, con):
+            self.con = con
+
+        def execute(self, text, *args):
+            sent.append(" ".join(text.split()[:3]))
+            return self.con.execute(text, *args)
+
+    reading = duckdb_jobs.DuckDBJobs._jobs_reading
+
+    @contextlib.contextmanager
+    def spied(self):
+        with reading(self) as con:
+            yield Spy(con)
+
+    monkeypatch.setattr(duckdb_jobs.DuckDBJobs, "_jobs_reading", spied)
+    monkeypatch.setattr(observations, "EVERY", 3600.0)  # two job commits, whatever the machine's load
+    with Lab(tmp_path / "lab.duckdb", fsync=fsync) as lab:
+        lab.agents.register("planner", planner)
+        run = declare(lab).start(lab.graphs["essay"].nodes["Outline"]())
+        run.run()
+        assert run.status == "done" and run.job.transitions()[-1] == "SUCCEEDED"
+        commits = [i for i, s in enumerate(sent) if s == "COMMIT"]
+        assert len(commits) == 2
+        for i in commits:
+            around = (sent[i - 1], sent[i + 1])
+            if fsync:
+                assert around[0] != "SET fsync_mode =" and around[1] != "SET fsync_mode ="
+            else:
+                assert around == ("SET fsync_mode =", "SET fsync_mode =")
+        assert lab.sql("SELECT current_setting('fsync_mode')").fetchall()[0][0].lower() == "standard"
