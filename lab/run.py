@@ -125,6 +125,9 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
         self._writer: Process | None = None
         """The live process that advances this run, when it is not this one: the handle reads, forks and
         answers a wait, and refuses the rest (docs/store.md "Who holds what, when")."""
+        self.created_here = False
+        """True for a run this handle's process created (`Run.create`), not read back from the store:
+        nothing else wrote anything of it (its agent jobs, say) before this process did."""
 
     # -- creation ------------------------------------------------------------------------
 
@@ -200,6 +203,7 @@ class Run(TotalSteps, Driving, SerialHooks, Ownership, Waits, TimeTravel, SuperS
         )
         lab.store.live_runs[run.id] = run
         note_new_run(run.id, record.parent_run_id)  # its recordings are known without a read (lab.recording)
+        run.created_here = True
         return run
 
     # -- what a person reads -------------------------------------------------------------

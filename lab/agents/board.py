@@ -27,11 +27,11 @@ from .errors import AgentJobStateError, AgentRequestConflict, AgentRuntimeError
 from .files import JobFiles, alive, process_identity
 from .folders import jobs_folder
 from .job import AgentJob
-from .lifecycle import LIVE, TERMINALS, allowed_from, request_digest, request_id_for
+from .lifecycle import TERMINALS, allowed_from, request_digest, request_id_for
 from .node import check_result
 from .observations import Observations
 from .outcomes import error_json, outcome_of, stored_outcome
-from .ownership import follow_row, owner_of, runner_state
+from .recovering import Recovering, admitted_by
 from .runtime import binding_for, check_binding
 from .workers import exit_description, start_worker
 
@@ -70,7 +70,7 @@ def recover_jobs(lab: Lab) -> None:
     board_for(lab).recover()
 
 
-class AgentBoard(Cancelling):
+class AgentBoard(Recovering, Cancelling):
     """Register runtimes, submit requests, read jobs, and act on them (`lab.agents`)."""
 
     def __init__(self, lab: Lab):
@@ -86,6 +86,10 @@ class AgentBoard(Cancelling):
         self._cancelling: set[str] = set()
         self._runs_here: set[str] = set()
         """Jobs admitted to run as a task of this process, until that task ends: it resolves their completion."""
+        self._bindings: dict[tuple[str, str], dict[str, Any]] = {}
+        """(run id, runtime name) -> the binding of the run's jobs under that name (`binding`)."""
+        self._unrecorded: dict[str, Observations] = {}
+        """Jobs started here whose admission (ADMITTED, PREPARING, RUNNING) is not recorded yet (`admit(deferred=True)`)."""
         self._lock = threading.RLock()
         self._listeners: list[Callable[[str], None]] = []
         self._folder: str | None = None
@@ -155,17 +159,19 @@ class AgentBoard(Cancelling):
         checkpoint_seq: int | None = None,
         retry_of: str | None = None,
         start: bool = True,
+        new_run: bool = False,
     ) -> AgentJob:
         """Store a request as a QUEUED job and (with `start`) admit and run it.
 
         The request id is the idempotency key: the same id with the same request returns the
-        existing job (not run again); with a different request it is refused.
+        existing job (not run again); with a different request it is refused. `new_run`: `run_id`
+        was created by this process (it has no job this board did not store).
         """
         rt = self.runtime(runtime)
         if not isinstance(request, dict) or not isinstance(request.get("prompt"), str):
             raise AgentRequestConflict(f"a request is a dict with a 'prompt' str, got {request!r}")
         if "binding" not in request:
-            request = {**request, "binding": self.binding(run_id, runtime)}
+            request = {**request, "binding": self.binding(run_id, runtime, new_run=new_run)}
         digest = request_digest(runtime, request)
         rec, inserted = self.store.insert_job(
             JobRecord(
@@ -179,14 +185,20 @@ class AgentBoard(Cancelling):
                 f"request id {request_id!r} already names another request (runtime {rec.runtime!r}, prompt "
                 f"{rec.request.get('prompt', '')[:60]!r}); a request id is an idempotency key: use a new id for a new request"
             )
+        if run_id is not None and isinstance(rec.request.get("binding"), dict):
+            self._bindings.setdefault((run_id, runtime), rec.request["binding"])  # the run's, from now on
         self._notify(request_id)
         if inserted and start:
             self.admit(request_id, rec)
         return AgentJob(self, request_id, rec if not start else None)
 
-    def binding(self, run_id: str | None, runtime: str) -> dict[str, Any]:
-        """The runtime profile a new job of `run_id` is bound to (`runtime.binding_for`)."""
-        return binding_for(self.store.jobs(run_id=run_id) if run_id is not None else [], self.runtime(runtime))
+    def binding(self, run_id: str | None, runtime: str, *, new_run: bool = False) -> dict[str, Any]:
+        """The runtime profile a new job of `run_id` is bound to (`runtime.binding_for`): read from its
+        jobs once per run and name (none to read for a run this process created), then remembered."""
+        bound = self._bindings.get((run_id, runtime)) if run_id is not None else None
+        if bound is not None:
+            return bound
+        return binding_for(self.store.jobs(run_id=run_id) if run_id is not None and not new_run else [], self.runtime(runtime))
 
     def check_binding(self, rec: JobRecord) -> None:
         """Raise `AgentRuntimeError` if `rec`'s name is registered now as another runtime than its run bound."""
@@ -227,16 +239,16 @@ class AgentBoard(Cancelling):
     def deliver(
         self, request_id: str, status: str, *, output: Any = None, error: dict[str, Any] | None = None,
         usage: dict[str, Any] | None = None, by: str = "runner", seen: list[tuple[str, dict[str, Any]]] | None = None,
+        admitted: list[Any] | None = None,
     ) -> bool:  # fmt: skip
         """Record a terminal for a job. The first admitted terminal wins; a later one is kept as an
         `inert` event and never applied. Returns True if this one won. `seen`: observations not
-        yet recorded, written first in the same transaction."""
+        yet recorded, written first in the same transaction; `admitted`: its admission's moves not
+        yet recorded (a job started here, `admit(deferred=True)`), written before them."""
         if status not in TERMINALS:
             raise AgentJobStateError(f"{status!r} is not a terminal; a job ends {', '.join(sorted(TERMINALS))}")
-        applied = self.store.transition_job(
-            request_id, status, allowed_from=allowed_from(status), terminal=True,
-            output=output, error=error, usage=usage, payload={"by": by}, observations=seen or (),
-        )  # fmt: skip
+        moves = [*(admitted or ()), (status, allowed_from(status), True, {"by": by}, {"output": output, "error": error, "usage": usage})]
+        applied = self.store.advance_job(request_id, moves, observations=seen or (), observed_after=len(moves) - 1) == len(moves)
         with self._lock:
             done = self._done.get(request_id)
         if done is not None and not done.done() and (applied or self.store.job(request_id).terminal):  # type: ignore[union-attr]
@@ -271,7 +283,7 @@ class AgentBoard(Cancelling):
         rid = request_id_for(run.id, wait.checkpoint_seq, task_of(wait.owner))
         return self.submit(
             rid, runtime, request, run_id=run.id, node_id=wait.node_id, wait_owner=wait.owner,
-            checkpoint_seq=wait.checkpoint_seq, start=False,
+            checkpoint_seq=wait.checkpoint_seq, start=False, new_run=run.created_here,
         ).known or self.store.job(rid)  # type: ignore[return-value]  # fmt: skip
 
     def current(self, wait: WaitRecord) -> JobRecord | None:
@@ -309,8 +321,11 @@ class AgentBoard(Cancelling):
             return False
         rid = rec.request_id
         if not rec.terminal:
-            if rec.status == "QUEUED":
+            started = admitted_by(wait) if rec.status == "QUEUED" and rec.runner == "task" else None
+            if rec.status == "QUEUED" and started is None:
                 self.admit(rid, rec)  # parked, never submitted (the process stopped in between)
+            elif rec.status == "QUEUED" and rid not in self._tasks:
+                self.recover_one(rec, started)  # started by the process that parked it: judged like RUNNING
             elif rid not in self._tasks:
                 self.recover_one(rec)
             await self._completed(run, wait, rid)
@@ -428,12 +443,15 @@ class AgentBoard(Cancelling):
 
     # -- runners ---------------------------------------------------------------------------------
 
-    def admit(self, request_id: str, rec: JobRecord | None = None) -> None:
+    def admit(self, request_id: str, rec: JobRecord | None = None, *, deferred: bool = False) -> None:
         """QUEUED -> ADMITTED, then start the job where its runtime runs.
 
         In this process (a `task` runtime) the job's task moves it on: its first step loads the
         agent and records ADMITTED, PREPARING and RUNNING in one transaction (each its own event),
-        so the job is RUNNING only once a task exists that a cancel can stop.
+        so the job is RUNNING only once a task exists that a cancel can stop. `deferred` (a station
+        whose park recorded `admission_mark`): that transaction is not made before the agent starts;
+        the moves ride with its first observations, at most `observations.EVERY` later, or with its
+        terminal (issue 27 item 4: one job transaction fewer per station).
         """
         rec = rec or self.store.job(request_id)
         assert rec is not None
@@ -451,7 +469,7 @@ class AgentBoard(Cancelling):
             self._done.setdefault(request_id, concurrent.futures.Future())
         if rt.runner == "task":
             self._runs_here.add(request_id)
-            self._start(request_id, self._run_task(rec, rt, worker))
+            self._start(request_id, self._run_task(rec, rt, worker, deferred))
             return
         worker["folder"] = str(files.folder)
         if not self._move(request_id, "ADMITTED", worker=worker):
@@ -471,7 +489,7 @@ class AgentBoard(Cancelling):
             loop.call_soon_threadsafe(lambda: (start(), ready.set()))
             ready.wait()
 
-    async def _run_task(self, rec: JobRecord, rt: Runtime, worker: dict[str, Any]) -> None:
+    async def _run_task(self, rec: JobRecord, rt: Runtime, worker: dict[str, Any], deferred: bool = False) -> None:
         from .recorded_model import recording_job
         from .runtime import run_request
 
@@ -480,45 +498,68 @@ class AgentBoard(Cancelling):
             ("ADMITTED", allowed_from("ADMITTED"), False, None, {"worker": worker}),
             ("PREPARING", allowed_from("PREPARING"), False, None, {"worker": process_identity()}),
         ]
-        seen = Observations(lambda items: self._record_many(rid, items))
+        seen = Observations(lambda held, items: self._observe(rid, held, items))
         try:
             try:
                 agent = rt.load()
             except Exception as exc:
-                if self.store.advance_job(rid, moves) == len(moves):
+                if deferred:
+                    self.deliver(rid, "FAILED", error=error_json(exc), admitted=moves)
+                elif self.store.advance_job(rid, moves) == len(moves):
                     self.deliver(rid, "FAILED", error=error_json(exc))
                 else:
                     await self._not_mine(rid)
                 self._notify(rid)
                 return
             moves.append(("RUNNING", allowed_from("RUNNING"), False, None, {}))
-            applied = self.store.advance_job(rid, moves)
-            self._notify(rid)
-            if applied < len(moves):  # someone else admitted it, or it was ended meanwhile
-                await self._not_mine(rid)
-                return
-            seen = Observations(lambda items: self._record_many(rid, items))  # held from the agent's start
+            if deferred:  # held from the agent's start, with its observations: its park says who started it
+                seen = self._unrecorded[rid] = Observations(lambda held, items: self._observe(rid, held, items), moves)
+            else:
+                applied = self.store.advance_job(rid, moves)
+                self._notify(rid)
+                if applied < len(moves):  # someone else admitted it, or it was ended meanwhile
+                    await self._not_mine(rid)
+                    return
+                seen = Observations(lambda held, items: self._observe(rid, held, items))  # held from the agent's start
             timeout = rec.request.get("timeout")
             try:
                 with recording_job(agent, self.store, rec):  # its model requests recorded and replayed (docs/replay.md)
                     coro = run_request(agent, rec.request, seen.emit)
                     output, usage = await (asyncio.wait_for(coro, timeout) if timeout else coro)
             except TimeoutError:
-                self.deliver(rid, "TIMED_OUT", error={"message": f"the agent ran longer than {timeout} s"}, seen=seen.take())
+                self._end(rid, "TIMED_OUT", seen, error={"message": f"the agent ran longer than {timeout} s"})
                 return
-            self.deliver(rid, "SUCCEEDED", output=output, usage=usage, seen=seen.take())
+            self._end(rid, "SUCCEEDED", seen, output=output, usage=usage)
         except asyncio.CancelledError:
             if rid not in self._cancelling and not self.store.closed:
-                self.deliver(rid, "CANCELLED", error={"message": "the agent task was cancelled"}, seen=seen.take())
+                self._end(rid, "CANCELLED", seen, error={"message": "the agent task was cancelled"})
             raise
         except Exception as exc:
             if self.store.closed:  # the lab closed under the job: the next Lab() records it LOST
                 log.warning("agent job %s ended after its lab closed; its outcome was not recorded", rid)
                 return
-            self.deliver(rid, "FAILED", error=error_json(exc), seen=seen.take())
+            self._end(rid, "FAILED", seen, error=error_json(exc))
         finally:
+            seen.take()  # nothing is recorded after the terminal (or after the lab closed)
+            self._unrecorded.pop(rid, None)
             self._runs_here.discard(rid)
             self._tasks.pop(rid, None)
+
+    def _end(self, rid: str, status: str, seen: Observations, **fields: Any) -> None:
+        """The terminal of a job run here, with what it has not recorded yet (its admission, its observations)."""
+        held, items = seen.take()
+        self.deliver(rid, status, seen=items, admitted=held, **fields)
+
+    def _observe(self, rid: str, held: list[Any], items: list[tuple[str, dict[str, Any]]]) -> None:
+        """Record a running job's observations, after its admission's moves when those are still held."""
+        self.store.advance_job(rid, held, observations=items, observed_after=len(held))
+        self._notify(rid)
+
+    def record_admission(self, rid: str) -> None:
+        """Record now what job `rid`, started here, holds (its admission, its observations): before a cancel."""
+        held = self._unrecorded.get(rid)
+        if held is not None:
+            held.flush()
 
     async def _not_mine(self, rid: str) -> None:
         """Job `rid` was not admitted here after all (another process did, or it ended): follow its row."""
@@ -612,65 +653,6 @@ class AgentBoard(Cancelling):
         if batch:
             self._record_many(rid, batch)
         return start + len(lines)
-
-    # -- reopening -------------------------------------------------------------------------------
-
-    def recover(self) -> None:
-        for rec in self.store.jobs():
-            if rec.status in LIVE and rec.status != "QUEUED":
-                self.recover_one(rec)
-            elif rec.status == "CANCELLING" and rec.request_id not in self._tasks:
-                self.recover_cancelling(rec, runner_state)
-
-    def recover_one(self, rec: JobRecord) -> None:
-        """A live job this process does not run: adopt its result, watch its worker, or record it LOST."""
-        rid = rec.request_id
-        if rid in self._tasks:
-            return
-        self.completion(rid)
-        if rec.runner == "subprocess":
-            files = JobFiles((rec.worker or {}).get("folder") or os.path.join(self.folder, rid))
-            result = files.read_json(files.result)
-            if result is not None:  # it finished while no lab watched: adopt it now
-                self._ingest(rid, files, self._lines_ingested(rid))
-                self._deliver_result(rid, result)
-                return
-            worker_file = files.read_json(files.worker)
-            if worker_file is not None and alive(worker_file):
-                self._start(rid, self._watch_detached(rec, files))
-                return
-            if runner_state(owner_of(rec, worker_file)) in ("alive", "elsewhere"):
-                self._start(rid, self._follow(rid))  # its runner is not proven dead here: leave it to it
-                return
-            if worker_file is None and rec.status == "ADMITTED":
-                why = "the lab stopped after admitting it; whether its worker started is unknown"
-            else:
-                why = "its worker process is gone and left no result"
-        else:
-            if runner_state(owner_of(rec)) in ("alive", "elsewhere"):
-                self._start(rid, self._follow(rid))  # another live process, or another host, runs it
-                return
-            why = "the process that ran it as a task stopped"
-        self.deliver(rid, "LOST", error={"message": why}, by="recovery")
-
-    async def _follow(self, rid: str) -> None:
-        """A job another process runs: resolve its completion once its row is terminal."""
-        try:
-            if await follow_row(self.store.job, lambda: self.store.closed, rid):
-                self.completion(rid)
-                self._notify(rid)
-        except Exception:
-            log.exception("following agent job %s in the store failed; reopening the lab looks again", rid)
-        finally:
-            self._tasks.pop(rid, None)
-
-    async def _watch_detached(self, rec: JobRecord, files: JobFiles) -> None:
-        try:
-            await self._watch(rec, files, None)
-        except Exception:
-            log.exception("watching agent job %s failed; reopening the lab adopts its result", rec.request_id)
-        finally:
-            self._tasks.pop(rec.request_id, None)
 
     def __repr__(self) -> str:
         return f"<AgentBoard runtimes={sorted(self._runtimes)} jobs in flight={sorted(self._tasks)}>"

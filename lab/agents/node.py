@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import json
 import types
+import weakref
 from typing import Any, ClassVar, Literal, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
@@ -31,7 +32,7 @@ from .approvals import MAX_APPROVAL_ROUNDS, ToolApprovalRequired, pending_approv
 from .errors import AgentResultError, AgentRuntimeError, ApprovalRoundsExceeded, DelegatedJobFailed
 from .outcomes import retry_names, take_outcome
 
-__all__ = ("DelegatedAgentNode", "DelegationRequired", "Containment", "result_type_of")
+__all__ = ("DelegatedAgentNode", "DelegationRequired", "Containment", "result_adapter", "result_type_of")
 
 StateT = TypeVar("StateT", default=None)
 DepsT = TypeVar("DepsT", default=None)
@@ -59,11 +60,14 @@ class DelegationRequired(WaitSignal):
         run.lab.agents.runtime(self.node.runtime)  # exact name, else AgentRuntimeError: the station fails
 
     def before_park(self, run: Any, wait: Any) -> Any:
-        job = self.job = run.lab.agents.queue_for_wait(run, wait, self.node.runtime, self.request)
-        return {**job.request, "request_id": job.request_id, "runtime": self.node.runtime}  # with its binding
+        agents = run.lab.agents
+        job = self.job = agents.queue_for_wait(run, wait, self.node.runtime, self.request)
+        # with its binding, and, when the job starts as a task right after the park, who starts it: the
+        # park is then what makes that start durable (its ADMITTED is recorded with its first observations)
+        return {**job.request, "request_id": job.request_id, "runtime": self.node.runtime, **agents.admission_mark(self.node.runtime)}
 
     def after_park(self, run: Any, wait: Any) -> None:
-        run.lab.agents.admit(wait.details["request_id"], self.job)
+        run.lab.agents.admit(wait.details["request_id"], self.job, deferred="admitted_by" in wait.details)
 
 
 class DelegatedAgentNode(BaseNode[StateT, DepsT, Any]):
@@ -141,7 +145,7 @@ class DelegatedAgentNode(BaseNode[StateT, DepsT, Any]):
             inputs = json.loads(json.dumps(to_jsonable_python(self.inputs(ctx))))  # a detached, frozen copy
         except (PydanticSerializationError, TypeError, ValueError) as exc:
             raise TypeError(f"{name}.inputs() must return JSON (dicts, lists, str, numbers): {exc}") from None
-        rtype = result_type_of(type(self))
+        rtype = result_adapter(type(self))[0]
         return {
             "prompt": prompt,
             "inputs": inputs,
@@ -191,9 +195,9 @@ async def _delegated_run(node: DelegatedAgentNode[Any, Any], ctx: GraphRunContex
             status=str(status),
             retry_as=retry_names(outcome),
         )
-    rtype = result_type_of(type(node))
+    rtype, adapter = result_adapter(type(node))
     try:
-        result = TypeAdapter(rtype).validate_python(outcome.get("output")) if rtype is not Any else outcome.get("output")
+        result = adapter.validate_python(outcome.get("output")) if adapter is not None else outcome.get("output")
     except ValidationError as exc:
         raise AgentResultError(
             f"agent job {rid}'s result does not fit {type(node).__name__}'s result type {_type_name(rtype)}: "
@@ -201,6 +205,24 @@ async def _delegated_run(node: DelegatedAgentNode[Any, Any], ctx: GraphRunContex
             "the station's route() annotation"
         ) from None
     return await node.route(ctx, result)
+
+
+_stations: weakref.WeakKeyDictionary[type, tuple[Any, Any, Any, TypeAdapter[Any] | None]] = weakref.WeakKeyDictionary()
+"""A station class -> (its `result_type`, its `route`, the result type, its `TypeAdapter`): read once per class
+(a re-declared class is a new key; either attribute replaced on the class is read again)."""
+
+
+def result_adapter(cls: type) -> tuple[Any, TypeAdapter[Any] | None]:
+    """The station's result type and a `TypeAdapter` of it (None for Any), made once per class: reading the
+    annotation and making the adapter cost a station about a millisecond."""
+    declared, route = getattr(cls, "result_type", None), getattr(cls, "route", None)
+    known = _stations.get(cls)
+    if known is not None and known[0] is declared and known[1] is route:
+        return known[2], known[3]
+    rtype = result_type_of(cls)
+    adapter = None if rtype is Any else TypeAdapter(rtype)
+    _stations[cls] = (declared, route, rtype, adapter)
+    return rtype, adapter
 
 
 def result_type_of(cls: type) -> Any:
@@ -211,6 +233,10 @@ def result_type_of(cls: type) -> Any:
     route = getattr(cls, "route", None)
     if route is None or route is DelegatedAgentNode.route:
         return Any
+    return _annotated_result(cls, route)
+
+
+def _annotated_result(cls: type, route: Any) -> Any:
     try:
         params = list(inspect.signature(route).parameters)
         raw = route.__annotations__.get(params[2], Any) if len(params) >= 3 else Any
@@ -253,11 +279,11 @@ def check_result(run: Any, rec: Any, output: Any) -> None:
     cls = run.built.nodes.get(rec.node_id) if run is not None else None
     if cls is None:
         return
-    rtype = result_type_of(cls)
-    if rtype is Any:
+    rtype, adapter = result_adapter(cls)
+    if adapter is None:
         return
     try:
-        TypeAdapter(rtype).validate_python(output)
+        adapter.validate_python(output)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise AgentResultError(

@@ -18,7 +18,7 @@ __all__ = (
     "WAITS", "WAIT_AT", "OPEN_WAITS",
     "GRAPH_REVISION", "GRAPH_NEXT_REVISION", "GRAPH_INSERT", "MANIFEST",
     "SCHEMA_VERSION_READ", "META_COLUMNS", "list_runs",
-    "JOB_COLS", "JOB_EVENT_COLS", "JOB", "JOB_STATUS", "JOB_INSERT", "JOBS", "JOB_EVENTS", "JOB_EVENT_INSERT",
+    "JOB_COLS", "JOB_EVENT_COLS", "JOB", "JOB_STATUS", "JOB_INSERT", "JOB_INSERT_NEW", "JOBS", "JOB_EVENTS", "JOB_EVENT_INSERT",
     "JOB_LINE_SEEN", "job_events_insert", "job_transition", "list_jobs",
     "EFFECT_COLS", "EFFECT", "EFFECT_INSERT", "EFFECT_RESTART", "EFFECT_FINISH", "EFFECTS", "EFFECTS_OF_RUN",
     "CALL_COLS", "CALLS_TABLE", "CALLS_OF_RUN", "call_attempt", "CALLS_IN_LINEAGE", "recorded_calls",
@@ -114,11 +114,11 @@ JOB_STATUS = (
     "SELECT status, (SELECT coalesce(max(seq), -1) + 1 FROM job_events WHERE request_id = ?) FROM jobs WHERE request_id = ?"
 )
 """A job's status and the seq its next event gets, in one statement (the caller holds the job: see `jobs.py`)."""
-JOB_INSERT = (
-    f"INSERT INTO jobs ({JOB_COLS}) VALUES "
-    "(?, ?, ?, ?, ?, ?, ?, {json}, ?, ?, ?, {json}, {json}, {json}, {json}, ?, ?, ?) "
-    "ON CONFLICT (request_id) DO NOTHING RETURNING request_id"
+JOB_INSERT_NEW = (
+    f"INSERT INTO jobs ({JOB_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, {{json}}, ?, ?, ?, {{json}}, {{json}}, {{json}}, {{json}}, ?, ?, ?)"
 )
+"""A new job whose request id is known to be free (the caller holds it and read it)."""
+JOB_INSERT = JOB_INSERT_NEW + " ON CONFLICT (request_id) DO NOTHING RETURNING request_id"
 """A new job; no row comes back when its request id is taken (the caller then reads the stored job)."""
 JOBS = f"SELECT {JOB_COLS} FROM jobs WHERE true"
 JOB_EVENTS = f"SELECT {JOB_EVENT_COLS} FROM job_events WHERE request_id = ? AND seq > ? ORDER BY seq"
@@ -141,13 +141,13 @@ JOB_LINE_SEEN = "SELECT 1 FROM job_events WHERE request_id = ? AND CAST(payload-
 
 
 def job_transition(columns: Sequence[str], *, ended: bool) -> str:
-    """Move a job to a status (a parameter) with `columns` set (a {json} parameter each), only if
-    its status is one of a list (the last parameter, after the request id)."""
+    """Move a job to a status (a parameter) with `columns` set (a {json} parameter each), only if its
+    status is still the one read in the same transaction (the last parameter, after the request id)."""
     sets = ["status = ?", "updated_at = ?", *(f"{c} = {{json}}" for c in columns)]
     if ended:
         sets.append("ended_at = ?")
     return (
-        f"UPDATE jobs SET {', '.join(sets)} WHERE request_id = ? AND status IN (SELECT unnest(CAST(? AS VARCHAR[])))"
+        f"UPDATE jobs SET {', '.join(sets)} WHERE request_id = ? AND status = ?"
     )
 
 

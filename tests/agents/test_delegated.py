@@ -214,3 +214,21 @@ def test_admitted_runtime_binding_is_not_redirected(lab, release):
     release.touch()
     t.join(120)
     assert run.status == "done" and run.output == "Slow: done"  # the admitted agent's result
+
+
+def test_a_result_type_set_on_the_class_later_is_the_one_the_next_station_validates_against(lab):
+    """The station's result type and its validator are made once per class (issue 27 item 4), and made
+    again when the class's `result_type` (or `route`) is replaced: the next run validates against it."""
+    g = declare(lab)
+    outline = g.nodes["Outline"]
+    first = g.start(outline())
+    first.run()
+    assert first.status == "done"
+    outline.result_type = int  # the agent's Plan does not fit an int
+    try:
+        second = g.start(outline())
+        second.run()
+        assert second.status == "failed" and "does not fit" in second.error["message"]
+        assert second.job.status == "SUCCEEDED" and second.job.record.request["result_type"] == "int"
+    finally:
+        outline.result_type = None

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
+
+import pytest
 
 from lab.agents import observations
 
@@ -22,9 +25,10 @@ def _until(cond, timeout: float = 60.0) -> None:
         time.sleep(0.02)
 
 
-def test_a_job_in_this_process_takes_three_commits_and_keeps_every_transition(lab, monkeypatch):
-    """QUEUED (before the park), then ADMITTED, PREPARING and RUNNING in one commit, then the terminal
-    with the agent's messages: three job transactions, each transition still an event of its own."""
+def test_a_job_in_this_process_takes_two_commits_and_keeps_every_transition(lab, monkeypatch):
+    """QUEUED (before the park), then ADMITTED, PREPARING, RUNNING, the agent's messages and the terminal
+    in one commit (a fast agent: its admission is held with its observations, and its park names the
+    process that started it): two job transactions, each transition still an event of its own."""
     store = lab.store
     opened = []
     tx = type(store)._job_tx
@@ -37,13 +41,14 @@ def test_a_job_in_this_process_takes_three_commits_and_keeps_every_transition(la
 
     monkeypatch.setattr(type(store), "_job_tx", counted)
     # the hold window made long: on a busy machine this fast agent can outlast 50 ms, and a timed
-    # flush of its messages would then be a fourth commit (the window itself is the next test's)
+    # flush of its admission and messages would then be a third commit (the window itself is the next test's)
     monkeypatch.setattr(observations, "EVERY", 3600.0)
     run = declare(lab).start(lab.graphs["essay"].nodes["Outline"]())
     run.run()
     assert run.status == "done"
     rid = run.job.request_id
-    assert opened == [rid, rid, rid]
+    assert opened == [rid, rid]
+    assert run.wait is None and run.events("waiting")[0].payload["details"]["admitted_by"]["pid"] == os.getpid()
     events = store.job_events(rid)
     moves = [(e.from_status, e.to_status) for e in events if e.kind == "transition"]
     assert moves == [
@@ -57,7 +62,8 @@ def test_a_job_in_this_process_takes_three_commits_and_keeps_every_transition(la
 
 def test_the_run_adopts_its_jobs_outcome_without_reading_the_job_back(lab, monkeypatch):
     """The job ran as a task here and its terminal won here: the run takes that outcome from the job's
-    completion, not from the job table (issue 27 item 4); the only job read is the run's binding lookup."""
+    completion, not from the job table (issue 27 item 4); nor does the run read its binding back: this
+    process created it, so it has no job this process did not store."""
     store = lab.store
     reads: list[str] = []
     for name in ("job", "jobs"):
@@ -66,7 +72,7 @@ def test_the_run_adopts_its_jobs_outcome_without_reading_the_job_back(lab, monke
     run = declare(lab).start(lab.graphs["essay"].nodes["Outline"]())
     run.run()
     assert run.status == "done"
-    assert reads == ["jobs"]  # the binding of the run's first job (none before it)
+    assert reads == []
     monkeypatch.undo()
     (verdict,) = run.events("verdict")
     rec = store.job(run.job.request_id)
@@ -114,3 +120,48 @@ def test_a_running_jobs_messages_are_recorded_before_it_ends(lab, release):
         release.touch()
         t.join(120)
     assert run.status == "done" and run.output is not None
+
+
+@pytest.mark.parametrize("fsync", [False, True])
+def test_a_job_commit_syncs_only_on_a_store_that_syncs_its_boundaries(tmp_path, monkeypatch, fsync):
+    """A job's rows are as durable as its run's boundaries (docs/store.md): without fsync=True its commit
+    is not synced (DuckDB's fsync_mode is 'none' for that COMMIT only, then set back, so a fold still
+    syncs); with fsync=True it is."""
+    from lab import Lab
+    from lab.store import duckdb_jobs
+
+    from .agent_defs import planner
+
+    sent: list[str] = []
+
+    class Spy:
+        def __init__(self, con):
+            self.con = con
+
+        def execute(self, text, *args):
+            sent.append(" ".join(text.split()[:3]))
+            return self.con.execute(text, *args)
+
+    reading = duckdb_jobs.DuckDBJobs._jobs_reading
+
+    @contextlib.contextmanager
+    def spied(self):
+        with reading(self) as con:
+            yield Spy(con)
+
+    monkeypatch.setattr(duckdb_jobs.DuckDBJobs, "_jobs_reading", spied)
+    monkeypatch.setattr(observations, "EVERY", 3600.0)  # two job commits, whatever the machine's load
+    with Lab(tmp_path / "lab.duckdb", fsync=fsync) as lab:
+        lab.agents.register("planner", planner)
+        run = declare(lab).start(lab.graphs["essay"].nodes["Outline"]())
+        run.run()
+        assert run.status == "done" and run.job.transitions()[-1] == "SUCCEEDED"
+        commits = [i for i, s in enumerate(sent) if s == "COMMIT"]
+        assert len(commits) == 2
+        for i in commits:
+            around = (sent[i - 1], sent[i + 1])
+            if fsync:
+                assert around[0] != "SET fsync_mode =" and around[1] != "SET fsync_mode ="
+            else:
+                assert around == ("SET fsync_mode =", "SET fsync_mode =")
+        assert lab.sql("SELECT current_setting('fsync_mode')").fetchall()[0][0].lower() == "standard"

@@ -195,3 +195,47 @@ def test_a_job_write_on_a_closed_store_says_how_to_reopen(location: str) -> None
         lab.store.insert_job(_job())
     with pytest.raises(StoreError, match="closed"):
         lab.store.jobs()
+
+
+def test_an_admission_held_with_its_observations_and_terminal_is_one_ordered_transaction(lab: Lab) -> None:
+    """Issue 27 item 4: a job started in this process records ADMITTED, PREPARING, RUNNING, its messages
+    and its terminal in one `advance_job`, each transition its own event, the messages after RUNNING."""
+    store = lab.store
+    assert isinstance(store, JobTables)
+    store.insert_job(_job())
+    moves = [
+        ("ADMITTED", ["QUEUED"], False, None, {"worker": {"pid": 1}}),
+        ("PREPARING", ["ADMITTED"], False, None, {}),
+        ("RUNNING", ["PREPARING"], False, None, {}),
+        ("SUCCEEDED", ["RUNNING"], True, {"by": "runner"}, {"output": {"title": "t"}, "error": None, "usage": None}),
+    ]
+    observed = [("message", {"role": "response"}), ("usage", {"total_tokens": 3})]
+    assert store.advance_job("job-1", moves, observations=observed, observed_after=3) == 4
+    events = store.job_events("job-1")
+    assert [(e.kind, e.to_status) for e in events] == [
+        ("transition", "QUEUED"), ("transition", "ADMITTED"), ("transition", "PREPARING"), ("transition", "RUNNING"),
+        ("message", None), ("usage", None), ("transition", "SUCCEEDED"),
+    ]  # fmt: skip
+    assert [e.seq for e in events] == list(range(7))
+    rec = store.job("job-1")
+    assert rec.status == "SUCCEEDED" and rec.output == {"title": "t"} and rec.worker == {"pid": 1} and rec.ended_at
+
+
+def test_a_held_admission_that_finds_its_job_cancelled_keeps_its_result_inert(lab: Lab) -> None:
+    """A cancel recorded meanwhile (another process) wins: the held admission applies nothing, and the
+    result that came with it is kept as an `inert` event (evidence), after the observations."""
+    store = lab.store
+    assert isinstance(store, JobTables)
+    store.insert_job(_job())
+    assert store.transition_job("job-1", "CANCELLING", allowed_from=["QUEUED"])
+    assert store.transition_job("job-1", "CANCELLED", allowed_from=["CANCELLING"], terminal=True)
+    moves = [
+        ("ADMITTED", ["QUEUED"], False, None, {}),
+        ("RUNNING", ["ADMITTED"], False, None, {}),
+        ("SUCCEEDED", ["RUNNING"], True, {"by": "runner"}, {"output": {"title": "late"}}),
+    ]
+    assert store.advance_job("job-1", moves, observations=[("message", {"role": "response"})], observed_after=2) == 0
+    tail = [(e.kind, e.from_status, e.to_status) for e in store.job_events("job-1")][3:]
+    assert tail == [("inert", "CANCELLED", "ADMITTED"), ("message", None, None), ("inert", "CANCELLED", "SUCCEEDED")]
+    assert store.job_events("job-1")[-1].payload == {"by": "runner", "output": {"title": "late"}}
+    assert store.job("job-1").status == "CANCELLED"
