@@ -23,6 +23,16 @@ for arg in "$@"; do
         -q | -qq | --quiet | -v | -vv | -vvv | --verbose | --verbosity=*) quiet=() ;;
     esac
 done
+# The whole suite runs on two pytest-xdist workers (`-n 2 --dist loadgroup`: most of its time is
+# real processes started and waited for, so two workers overlap the waiting; tests/conftest.py
+# keeps the browser tests on one worker and the Ray tests on one). A run of chosen paths, or one
+# that says `-n` / `-p no:xdist` itself, is not split.
+workers=(-n 2 --dist loadgroup)
+for arg in "$@"; do
+    case "$arg" in
+        -n | -n* | --numprocesses* | --dist* | no:xdist) workers=() ;;
+    esac
+done
 # tests/evals run in .venv-evals (the evals extra pins pydantic-ai-slim/pydantic-graph to
 # pydantic-evals' version; docs/evaluate.md "Versions"), everything else in .venv on the newest.
 # Paths under tests/evals: only .venv-evals runs. Other paths: only .venv. No path: both, in turn.
@@ -41,10 +51,10 @@ if [ "$paths" -eq 1 ]; then
     exec .venv/bin/python -m pytest "${quiet[@]}" --ignore=tests/evals "$@"
 fi
 rc=0
-.venv/bin/python -m pytest "${quiet[@]}" --ignore=tests/evals "$@" || rc=$?
+.venv/bin/python -m pytest "${quiet[@]}" "${workers[@]}" --ignore=tests/evals "$@" || rc=$?
 echo "test.sh: the evaluation tests (tests/evals) in .venv-evals" >&2
 evals_rc=0
-.venv-evals/bin/python -m pytest "${quiet[@]}" -p no:cacheprovider "$@" tests/evals || evals_rc=$?
+.venv-evals/bin/python -m pytest "${quiet[@]}" "${workers[@]}" -p no:cacheprovider "$@" tests/evals || evals_rc=$?
 if [ "$rc" -ne 0 ]; then
     exit "$rc"
 fi

@@ -10,6 +10,24 @@ import pytest
 from pydantic_graph import BaseNode, End, GraphRunContext
 
 from lab import Lab, LabGraph
+from tests.matrix.summary import pytest_runtest_logreport, pytest_terminal_summary
+
+__all__ = ("pytest_runtest_logreport", "pytest_terminal_summary")  # hooks: the matrix's summary
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`scripts/test.sh` runs the whole suite with `-n 2 --dist loadgroup`),
+    keep the tests that share one expensive process on one worker: the browser tests share a
+    JupyterLab and a Chromium (package fixtures), the Ray tests one session Ray (`ray_session`).
+    Everything else is handed out test by test."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        path = item.path.as_posix()
+        if "/tests/browser/" in path or "/tests/evals/browser/" in path:
+            item.add_marker(pytest.mark.xdist_group("browser"))
+        elif "ray_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 @dataclass

@@ -39,13 +39,15 @@ def open_notebook(page, server: Server, path: str, frontend: str) -> None:  # ty
 
 def run_all(page) -> None:  # type: ignore[no-untyped-def]
     """Run > Run All Cells, from the menu bar, as a person would; wait until every code cell ran."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
     click_run_all_cells(page)
     prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
     try:
+        accept_kernel_choice(page)
         expect(prompts.first).to_have_text(re.compile(r"\[[\d*]+\]"), timeout=KERNEL_UP)
-    except AssertionError as exc:  # say what the page showed instead: a dialog, the kernel's status
+    except (AssertionError, PlaywrightTimeout) as exc:  # say what the page showed instead: a dialog, the kernel's status
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shot = SCREENSHOTS / f"run-all-never-started-{int(time.time())}.png"
         page.screenshot(path=str(shot), full_page=True)
@@ -62,6 +64,24 @@ def run_all(page) -> None:  # type: ignore[no-untyped-def]
     texts = prompts.all_inner_texts()
     unrun = [i for i, t in enumerate(texts) if not re.search(r"\[\d+\]", t)]
     assert not unrun, f"Run All stopped before code cells {unrun}; what the notebook shows:\n{outputs_text(page)}"
+
+
+def accept_kernel_choice(page) -> None:  # type: ignore[no-untyped-def]
+    """Once Run All has started the first cell, or asked which kernel to start: then take the
+    kernel it offers (the notebook's own), as a person would.
+
+    On a busy machine the frontend can open a notebook before it has the server's kernel specs,
+    start no kernel, and ask "Select Kernel" when Run All needs one (a Notebook 7 run did, at
+    load ~8 with the suite split over two workers); the kernel it offers is the notebook's.
+    """
+    page.wait_for_function(
+        "() => /\\[[\\d*]+\\]/.test(document.querySelector('.jp-CodeCell .jp-InputPrompt')?.textContent ?? '')"
+        " || [...document.querySelectorAll('.jp-Dialog')].some(d => d.textContent.includes('Select Kernel'))",
+        timeout=KERNEL_UP,
+    )
+    dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
+    if dialog.count():
+        dialog.locator("button", has_text=re.compile(r"^Select$")).click()
 
 
 def click_run_all_cells(page) -> None:  # type: ignore[no-untyped-def]

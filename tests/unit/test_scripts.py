@@ -51,14 +51,22 @@ EVALS = ["-m", "pytest"]
 """How it starts pytest in .venv-evals (tests/evals alone)."""
 
 
+SPLIT = ["-n", "2", "--dist", "loadgroup"]
+"""The whole suite's two pytest-xdist workers (not for chosen paths, nor when -n is given)."""
+
+
 @pytest.mark.parametrize(
     ("given", "passed"),
     [
-        # no path: the suite in .venv, then tests/evals in .venv-evals, each with one verbosity
-        ([], [*MAIN, "-q", "--ignore=tests/evals", *EVALS, "-q", "-p", "no:cacheprovider", "tests/evals"]),
-        (["-q"], [*MAIN, "--ignore=tests/evals", "-q", *EVALS, "-p", "no:cacheprovider", "-q", "tests/evals"]),
-        (["-v", "-k", "x"], [*MAIN, "--ignore=tests/evals", "-v", "-k", "x", *EVALS, "-p", "no:cacheprovider", "-v", "-k", "x", "tests/evals"]),
-        # paths outside tests/evals: .venv alone
+        # no path: the suite in .venv, then tests/evals in .venv-evals, each with one verbosity,
+        # each on two xdist workers
+        ([], [*MAIN, "-q", *SPLIT, "--ignore=tests/evals", *EVALS, "-q", *SPLIT, "-p", "no:cacheprovider", "tests/evals"]),
+        (["-q"], [*MAIN, *SPLIT, "--ignore=tests/evals", "-q", *EVALS, *SPLIT, "-p", "no:cacheprovider", "-q", "tests/evals"]),
+        (["-v", "-k", "x"], [*MAIN, *SPLIT, "--ignore=tests/evals", "-v", "-k", "x", *EVALS, *SPLIT, "-p", "no:cacheprovider", "-v", "-k", "x", "tests/evals"]),
+        # a worker count (or no xdist) chosen: not split
+        (["-n", "0"], [*MAIN, "-q", "--ignore=tests/evals", "-n", "0", *EVALS, "-q", "-p", "no:cacheprovider", "-n", "0", "tests/evals"]),
+        (["-p", "no:xdist"], [*MAIN, "-q", "--ignore=tests/evals", "-p", "no:xdist", *EVALS, "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "tests/evals"]),
+        # paths outside tests/evals: .venv alone, not split
         (["-q", "tests/unit"], [*MAIN, "--ignore=tests/evals", "-q", "tests/unit"]),
         (["tests/unit", "-x"], [*MAIN, "-q", "--ignore=tests/evals", "tests/unit", "-x"]),
         # paths under tests/evals: .venv-evals alone

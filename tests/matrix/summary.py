@@ -1,5 +1,9 @@
 """Print the kind × capability matrix at the end of a test session that ran any of its cells.
 
+Its hooks are imported by tests/conftest.py, the conftest every session loads first: under
+pytest-xdist the controller collects nothing, so a conftest in this package would never be seen
+there, while the reports of every worker reach the controller's `pytest_runtest_logreport`.
+
 Each test in this package is one capability parametrized over the kinds (`[kind]`, or
 `[kind-...]` with more parameters); the summary shows a row per kind and a column per
 capability, so a missing capability reads as a named cell (ok / FAIL / skip).
