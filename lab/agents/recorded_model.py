@@ -73,7 +73,9 @@ class _Serializers:
         return self.of(ModelResponse).to_json(response)
 
     def parameters(self, parameters: Any) -> bytes:
-        """The request parameters' JSON text, without their private (`_`) fields."""
+        """The request parameters' JSON text, without their private (`_`) fields. (Not cached: pydantic-ai
+        makes them anew for each request, and a cache by equality would trust that nobody changes them in
+        place afterwards; comparing costs a third of dumping.)"""
         exclude = self.parameters_exclude
         if exclude is None:
             fields = dataclasses.fields(parameters) if dataclasses.is_dataclass(parameters) else ()
