@@ -10,11 +10,14 @@ station's agent (the job's task wraps it with `agent.override(model=...)` around
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse
+import pydantic_core
+from pydantic import TypeAdapter
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, ModelResponse
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 
@@ -23,11 +26,12 @@ from ..recording import (
     ReplayMode,
     StationCalls,
     check_mode,
+    encode,
     job_calls,
     job_started_here,
-    jsonable,
     station_calls,
 )
+from ..store.journal import Encoded
 
 __all__ = ("RecordedModel", "record_agent", "recording_job")
 
@@ -37,15 +41,54 @@ VOLATILE = frozenset(
 """Keys of a dumped message that change from one run to the next without changing what is asked."""
 
 
-def _steady(message: dict[str, Any]) -> dict[str, Any]:
-    """A dumped message without what varies between two runs asking the same (`VOLATILE`), on it and its parts."""
-    out = {k: v for k, v in message.items() if k not in VOLATILE}
-    parts = out.get("parts")
-    if isinstance(parts, list):
-        out["parts"] = [
-            {k: v for k, v in p.items() if k not in VOLATILE} if isinstance(p, dict) else p for p in parts
-        ]
-    return out
+STEADY: dict[str, Any] = {**dict.fromkeys(VOLATILE, True), "parts": {"__all__": dict.fromkeys(VOLATILE, True)}}
+"""What a message's dump leaves out (`exclude=`): `VOLATILE`, on it and on each of its parts."""
+
+
+class _Serializers:
+    """pydantic-core serializers of one request message and of one response, built on first use.
+
+    `ModelMessagesTypeAdapter` serializes a list of `ModelRequest | ModelResponse` through a union, which
+    costs about three times what each class's own serializer does; the bytes are the same (the same
+    config: bytes as base64), which tests/agents/test_replay.py checks against the adapter."""
+
+    def __init__(self) -> None:
+        self.built: dict[type, Any] = {}
+        self.parameters_exclude: set[str] | None = None
+
+    def of(self, cls: type) -> Any:
+        found = self.built.get(cls)
+        if found is None:
+            config = pydantic_core.core_schema.CoreConfig(ser_json_bytes="base64")
+            found = self.built[cls] = pydantic_core.SchemaSerializer(TypeAdapter(cls).core_schema, config)
+        return found
+
+    def messages(self, messages: list[Any]) -> bytes:
+        """The messages' JSON text without `VOLATILE` keys: a list, as the adapter writes it."""
+        of = self.of
+        return b"[" + b",".join(of(type(m)).to_json(m, exclude=STEADY) for m in messages) + b"]"
+
+    def response(self, response: ModelResponse) -> bytes:
+        """One response's JSON text, as `ModelMessagesTypeAdapter` writes it in a list."""
+        return self.of(ModelResponse).to_json(response)
+
+    def parameters(self, parameters: Any) -> bytes:
+        """The request parameters' JSON text, without their private (`_`) fields. (Not cached: pydantic-ai
+        makes them anew for each request, and a cache by equality would trust that nobody changes them in
+        place afterwards; comparing costs a third of dumping.)"""
+        exclude = self.parameters_exclude
+        if exclude is None:
+            fields = dataclasses.fields(parameters) if dataclasses.is_dataclass(parameters) else ()
+            exclude = self.parameters_exclude = {f.name for f in fields if f.name.startswith("_")}
+        return encode(parameters) if not exclude else pydantic_core.to_json(parameters, exclude=exclude, fallback=_type_name)
+
+
+def _type_name(value: Any) -> str:
+    return f"<{type(value).__name__}>"
+
+
+SERIALIZERS = _Serializers()
+_KNOWN = (ModelRequest, ModelResponse)
 
 
 class RecordedModel(WrapperModel):
@@ -62,21 +105,27 @@ class RecordedModel(WrapperModel):
 
     def request_json(
         self, messages: list[Any], model_settings: Any, model_request_parameters: ModelRequestParameters
-    ) -> dict[str, Any]:
-        """What a request asks, as JSON: the model, the messages (times left out), the settings and the
-        request parameters (tools, output schema). Secrets are scrubbed by the recorder."""
-        parameters = jsonable(model_request_parameters)
-        return {
-            "model": self.wrapped.model_name,
-            "system": self.wrapped.system,
-            "messages": [
-                _steady(m) for m in ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
-            ],
-            "settings": jsonable(model_settings),
-            "parameters": {k: v for k, v in parameters.items() if not k.startswith("_")}
-            if isinstance(parameters, dict)
-            else parameters,
-        }
+    ) -> bytes:
+        """What a request asks, as one JSON text written in one pass: `{"model", "system", "messages" (their
+        `VOLATILE` keys left out), "settings", "parameters" (tools, output schema; no private fields)}`.
+        Secrets are left out by the recorder, over this text."""
+        wrapped = self.wrapped
+        if all(type(m) in _KNOWN for m in messages):
+            body = SERIALIZERS.messages(messages)
+        else:  # a message class this wrapper does not know: the adapter's own serializer
+            body = ModelMessagesTypeAdapter.dump_json(list(messages), exclude={"__all__": STEADY})
+        return b"".join((
+            b'{"model":', encode(wrapped.model_name), b',"system":', encode(wrapped.system), b',"messages":', body,
+            b',"settings":', encode(model_settings), b',"parameters":', SERIALIZERS.parameters(model_request_parameters),
+            b"}",
+        ))  # fmt: skip
+
+    @staticmethod
+    def response_of(recorded: Any) -> ModelResponse:
+        """The `ModelResponse` a recording holds: its JSON text (`Encoded`), or its JSON data (read from the store)."""
+        if type(recorded) is Encoded:
+            return ModelMessagesTypeAdapter.validate_json(b"[" + recorded.data + b"]")[0]  # type: ignore[return-value]
+        return ModelMessagesTypeAdapter.validate_python([recorded])[0]  # type: ignore[return-value]
 
     async def request(
         self, messages: list[Any], model_settings: Any, model_request_parameters: ModelRequestParameters
@@ -89,18 +138,13 @@ class RecordedModel(WrapperModel):
             self.wrapped.model_name,
             self.request_json(messages, model_settings, model_request_parameters),
             self.replay,
-            clean=True,
         )
         if plan.replayed is not None:
-            return ModelMessagesTypeAdapter.validate_python([rec.finish_replayed(plan)])[0]  # type: ignore[return-value]
+            return self.response_of(rec.finish_replayed(plan))
         response = await self.wrapped.request(messages, model_settings, model_request_parameters)
         usage = response.usage
         rec.finish_live(
-            plan,
-            ModelMessagesTypeAdapter.dump_python([response], mode="json")[0],
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            clean=True,
+            plan, SERIALIZERS.response(response), input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
         )
         return response
 
@@ -126,10 +170,9 @@ class RecordedModel(WrapperModel):
             self.wrapped.model_name,
             self.request_json(messages, model_settings, model_request_parameters),
             self.replay,
-            clean=True,
         )
         if plan.replayed is not None:
-            response = ModelMessagesTypeAdapter.validate_python([rec.finish_replayed(plan)])[0]
+            response = self.response_of(rec.finish_replayed(plan))
             yield CompletedStreamedResponse(
                 response,  # type: ignore[arg-type]
                 model_request_parameters=model_request_parameters,
@@ -142,10 +185,9 @@ class RecordedModel(WrapperModel):
         if response.state == "complete":
             rec.finish_live(
                 plan,
-                ModelMessagesTypeAdapter.dump_python([response], mode="json")[0],
+                SERIALIZERS.response(response),
                 input_tokens=response.usage.input_tokens,
                 output_tokens=response.usage.output_tokens,
-                clean=True,
             )
 
 

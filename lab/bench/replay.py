@@ -86,6 +86,11 @@ class ReplayBenchReport:
         """Recording's share of a lab station, on CPU time."""
         return statistics.median(self.cpu["lab_recorded"]) / statistics.median(self.cpu["lab"]) - 1
 
+    @property
+    def recording_cpu_cost_fastest(self) -> float:
+        """Recording's share on the fastest run of each (a shared machine's load only ever adds time)."""
+        return min(self.cpu["lab_recorded"]) / min(self.cpu["lab"]) - 1
+
 
 def _agents() -> tuple[Any, Any]:
     from pydantic_ai import Agent
@@ -161,7 +166,11 @@ def replay_markdown(report: ReplayBenchReport) -> str:
             f"| {name} | {report.per_station_ms(name):.3f} | {report.ratio(name):.2f}x | {report.cpu_ms(name):.3f} |"
         )
     lines.append("")
-    for what, cost in (("wall clock", report.recording_cost), ("CPU time", report.recording_cpu_cost)):
+    for what, cost in (
+        ("wall clock", report.recording_cost),
+        ("CPU time", report.recording_cpu_cost),
+        ("CPU time, fastest run of each", report.recording_cpu_cost_fastest),
+    ):
         verdict = "yes" if cost <= TARGET else "no"
         lines.append(
             f"recording's cost on {what} (lab_recorded / lab - 1): {cost * 100:+.1f}% (target ≤ {TARGET * 100:.0f}%: {verdict})"

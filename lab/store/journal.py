@@ -20,6 +20,10 @@ Faults (each leaves the journal well-formed, never a torn line in the middle):
 - a string the database cannot hold (a lone surrogate, as `os.fsdecode` makes of undecodable
   file names) is escaped in event payloads and errors, which are observations, and refused
   anywhere else (state, output, next stations), naming the field: it is never written.
+
+A top-level value of a row may be `Encoded`: JSON text pydantic-core already wrote (a recorded
+call's request and response, lab/recording.py), spliced into the line as it is instead of being
+decoded and encoded again. The line is the same JSON either way.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from pydantic_core import PydanticSerializationError, to_json
 from ..errors import StoreError
 from .schema import MAX_LINE
 
-__all__ = ("Journal", "JournalDamagedError", "ReplayReport", "UnstorableValueError", "dumps", "scan", "salvage_lines", "string_at")
+__all__ = ("Encoded", "Journal", "JournalDamagedError", "ReplayReport", "UnstorableValueError", "dumps", "scan", "salvage_lines", "string_at")
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,52 @@ class UnstorableValueError(StoreError, ValueError):
     """A value the store cannot hold losslessly (a lone surrogate in state, say): refused, never written."""
 
 
+class Encoded:
+    """A value already encoded as JSON text, written into a journal line verbatim (`dumps` splices it).
+
+    `data` is what pydantic-core's encoders write (`to_json`, a serializer's `to_json`): compact,
+    valid UTF-8 (they refuse a lone surrogate), one JSON value. Only a row's top-level value may be
+    `Encoded`. `str()` of it raises, so an encoder that falls back to `str` for a type it does not
+    know (`Journal.encode`) fails over to `dumps`, and never writes its repr.
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def value(self) -> Any:
+        """The JSON data (decoded: what a store read gives back)."""
+        return json.loads(self.data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Encoded) and other.data == self.data
+
+    def __hash__(self) -> int:
+        return hash(self.data)
+
+    def __repr__(self) -> str:
+        return f"Encoded({self.data[:60]!r}{'...' if len(self.data) > 60 else ''})"
+
+    def __str__(self) -> str:
+        raise TypeError("an Encoded JSON value is written by the journal's dumps (spliced), never as str()")
+
+
+def _spliced(row: dict[str, Any]) -> bytes:
+    """`row` as one JSON line with its `Encoded` values written as they are (after the others; `end` last)."""
+    head = dumps({k: v for k, v in row.items() if k != "end" and type(v) is not Encoded})
+    parts = [head[:-1]]
+    sep = b"," if len(head) > 2 else b""
+    for k, v in row.items():
+        if type(v) is Encoded:
+            parts += (sep, to_json(k), b":", v.data)
+            sep = b","
+    if "end" in row:
+        parts += (sep, b'"end":', to_json(row["end"]))
+    parts.append(b"}")
+    return b"".join(parts)
+
+
 def _escape(value: Any) -> Any:
     """`value` with every lone surrogate written as its `\\udcXX` escape text (for observations)."""
     if isinstance(value, str):
@@ -69,6 +119,8 @@ def _escape(value: Any) -> Any:
 
 def string_at(value: Any, path: str, bad: Callable[[str], object]) -> str | None:
     """The path (from `path`) of the first string or key in `value` that is `bad`, or None."""
+    if type(value) is Encoded:
+        value = value.value()
     if isinstance(value, str):
         return path if bad(value) else None
     if isinstance(value, dict):
@@ -91,7 +143,13 @@ def dumps(row: dict[str, Any]) -> bytes:
     try:
         return to_json(row, fallback=str)
     except PydanticSerializationError:
-        pass
+        return _dumps_unusual(row)
+
+
+def _dumps_unusual(row: dict[str, Any]) -> bytes:
+    """`dumps` of a row pydantic-core refused as it is: one holding `Encoded` values, or a lone surrogate."""
+    if any(type(v) is Encoded for v in row.values()):
+        return _spliced(row)
     # a lone surrogate (UTF-8 cannot hold it, nor DuckDB): escape observations, refuse data
     clean = {k: (_escape(v) if k in _ESCAPED_FIELDS else v) for k, v in row.items()}
     for key, value in clean.items():
@@ -279,9 +337,9 @@ class Journal:
             if row is last:
                 row["end"] = True  # the last key of the line: a reader cuts a live journal after `,"end":true}`
             try:
-                line = to_json(row)  # no `fallback=str` here (it costs on every row): `dumps` retries with it
+                line = to_json(row)  # no `fallback=str` here (it costs on every row): `_dumps_unusual` retries with it
             except PydanticSerializationError:
-                line = dumps(row)  # a value JSON has no type for, or a lone surrogate: escapes or names the field
+                line = _dumps_unusual(row)  # splices Encoded values, escapes observations, or names the field it refuses
             if len(line) > MAX_LINE:
                 raise _too_large(row, len(line))
             parts.append(line)

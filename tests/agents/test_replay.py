@@ -246,3 +246,58 @@ def test_the_run_widget_marks_each_call_live_or_replayed(rlab: Lab) -> None:
     assert again.count("↺ replayed model function:CountingModel: #1 · ") == 2
     assert all(f"{c.tokens} tokens saved" in again for c in fork.calls())
     assert "gl-ev-recorded" in again
+
+
+def test_a_request_is_serialized_once_as_the_documented_json(rlab: Lab) -> None:
+    """The recorder writes a model request's JSON text in one pass (per-class pydantic serializers, times
+    left out by `exclude`), secret-checks and digests that text and stores it as it is: it equals the
+    JSON docs/replay.md describes, built the long way (the adapter's dump, volatile keys dropped), so a
+    recording made before reads the same digest; the response is the adapter's dump, byte for byte."""
+    import hashlib
+
+    from pydantic_core import to_json, to_jsonable_python
+
+    from lab.agents.recorded_model import SERIALIZERS, VOLATILE
+
+    seen: list[tuple[list, object, object]] = []
+    model = CountingModel()
+
+    class Seeing(FunctionModel):
+        async def request(self, messages, model_settings, parameters):  # type: ignore[override]
+            seen.append((list(messages), model_settings, parameters))
+            return await super().request(messages, model_settings, parameters)
+
+    def tool(word: str, times: int = 2) -> str:
+        """Repeat a word."""
+        return word * times
+
+    agent = rlab.recorded(Agent(Seeing(model), tools=[tool], instructions="Be brief \u2603"))
+    g = rlab.graph("once", state_type=Box, output_type=int)
+
+    @g.node
+    @dataclass
+    class Ask(BaseNode[Box, None, int]):
+        async def run(self, ctx: GraphRunContext[Box]) -> End[int]:
+            ctx.state.got.append((await agent.run("think é", model_settings={"temperature": 0.5})).output)
+            return End(1)
+
+    run = g.start(Ask(), state=Box())
+    run.run()
+    [call] = run.calls()
+    messages, settings, parameters = seen[0]
+
+    def steady(m: dict) -> dict:
+        out = {k: v for k, v in m.items() if k not in VOLATILE}
+        out["parts"] = [{k: v for k, v in p.items() if k not in VOLATILE} for p in out["parts"]]
+        return out
+
+    params = to_jsonable_python(parameters)
+    documented = {
+        "model": "function:CountingModel:", "system": "function",
+        "messages": [steady(m) for m in ModelMessagesTypeAdapter.dump_python(messages, mode="json")],
+        "settings": {"temperature": 0.5}, "parameters": {k: v for k, v in params.items() if not k.startswith("_")},
+    }  # fmt: skip
+    assert to_json(call.request) == to_json(documented) and call.request["parameters"]["function_tools"][0]["name"] == "tool"
+    assert call.digest == hashlib.sha256(f"model\x00{call.name}\x00".encode() + to_json(documented)).hexdigest()
+    response = ModelMessagesTypeAdapter.validate_python([call.response])[0]
+    assert b"[" + SERIALIZERS.response(response) + b"]" == ModelMessagesTypeAdapter.dump_json([response])

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
+from pydantic_core import to_json
+
 from lab import Lab
-from lab.store.calls import CallRecord, CallTables
+from lab.store.calls import CallRecord, CallTables, call_row
+from lab.store.journal import Encoded, UnstorableValueError
 from tests.agents.replay_graphs import Article, declare
 
 
@@ -40,6 +44,27 @@ def test_calls_are_stored_read_back_and_found_for_replay(lab: Lab) -> None:
     assert rows == [("c1", "live", 10), ("c2", "live", 10), ("c3", "replayed", 10)]
     store.delete_run("run-a")  # a deleted run takes its calls with it
     assert store.calls("run-a") == [] and len(store.calls("run-b")) == 1
+
+
+def test_a_call_written_as_encoded_json_reads_back_as_its_data(lab: Lab) -> None:
+    """The recorder hands the journal a request and a response already encoded (`Encoded`, pydantic-core's
+    bytes): they are written as they are, in a transaction with another row, and read back as JSON data;
+    what the store cannot hold is still refused, naming the field, with nothing written."""
+    store = lab.store
+    request = {"messages": ["hi \u00e9 \u2603", {"n": 1, "x": [1.5, None, True]}], "settings": None}
+    response = {"parts": [{"content": "yo \"quoted\" \\ back", "part_kind": "text"}]}
+    rec = _rec("e1", "run-e", request=Encoded(to_json(request)), response=Encoded(to_json(response)))
+    store.write([call_row(_rec("e0", "run-e")), call_row(rec)])
+    store.record_call(_rec("e2", "run-e", mode="replayed", replayed_from="e1", response=None, request=Encoded(to_json(request))), sync=True)
+    got = {c.call_id: c for c in store.calls("run-e")}
+    assert got["e1"].request == request and got["e1"].response == response
+    assert got["e2"].request == request and got["e2"].response is None and got["e0"] == _rec("e0", "run-e")
+    with pytest.raises(UnstorableValueError, match="lone surrogate"):  # the rest of the row is still checked
+        store.record_call(_rec("e3", "run-e", node_id="\ud800", request=Encoded(to_json(request))), sync=True)
+    if lab.store.dialect.name == "postgres":  # jsonb cannot hold a NUL character, inside encoded text too
+        with pytest.raises(UnstorableValueError, match="NUL"):
+            store.record_call(_rec("e4", "run-e", request=Encoded(to_json({"a": "x\x00y"}))), sync=True)
+    assert sorted(got) == sorted(c.call_id for c in store.calls("run-e"))  # nothing of the refused rows
 
 
 def test_a_fork_of_a_five_station_agent_run_replays_every_call(lab: Lab) -> None:
