@@ -24,7 +24,7 @@ for arg in "$@"; do
     esac
 done
 # The whole suite runs on two pytest-xdist workers (`-n 2 --dist loadgroup`: most of its time is
-# real processes started and waited for, so two workers overlap the waiting; tests/conftest.py
+# real processes started and waited for, so two workers overlap the waiting; tests/xdist_groups.py
 # keeps the browser tests on one worker and the Ray tests on one). A run of chosen paths, or one
 # that says `-n` / `-p no:xdist` itself, is not split.
 workers=(-n 2 --dist loadgroup)

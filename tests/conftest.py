@@ -5,29 +5,30 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from pydantic_graph import BaseNode, End, GraphRunContext
 
 from lab import Lab, LabGraph
 from tests.matrix.summary import pytest_runtest_logreport, pytest_terminal_summary
+from tests.xdist_groups import check_ray_modules
 
 __all__ = ("pytest_runtest_logreport", "pytest_terminal_summary")  # hooks: the matrix's summary
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`scripts/test.sh` runs the whole suite with `-n 2 --dist loadgroup`),
-    keep the tests that share one expensive process on one worker: the browser tests share a
-    JupyterLab and a Chromium (package fixtures), the Ray tests one session Ray (`ray_session`).
-    Everything else is handed out test by test."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        path = item.path.as_posix()
-        if "/tests/browser/" in path or "/tests/evals/browser/" in path:
-            item.add_marker(pytest.mark.xdist_group("browser"))
-        elif "ray_session" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("ray"))
+    """Every test that uses the session Ray is in a module tests/xdist_groups.py groups on one worker."""
+    check_ray_modules(items, config.rootpath)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, absent under `-p no:xdist`
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The whole suite's two workers (scripts/test.sh) take the browser tests and the Ray tests as one
+    group each (tests/xdist_groups.py)."""
+    from tests.xdist_groups import GroupScheduling
+
+    return GroupScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
 @dataclass
@@ -101,3 +102,4 @@ def ray_session() -> Iterator[str]:
     start_ray(num_cpus=2, attempts=4)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
+

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic_core import to_json
 
 from ..errors import LabError
+from ..store.journal import dumps
 
 
 @dataclass
@@ -70,7 +71,9 @@ class BatchWorker:
 
             def capture(rows: Any, *, sync: bool = True) -> None:
                 if self._captured is not None:
-                    self._captured.append(to_json(list(rows), fallback=str))  # before the journal numbers them
+                    # before the journal numbers them; each row as the journal encodes it (a recorded
+                    # call's request and response are `Encoded` JSON, spliced in as they are)
+                    self._captured.append(b"[" + b",".join(dumps(row) for row in rows) + b"]")
                 write(rows, sync=sync)
 
             store.write = capture  # type: ignore[method-assign]
