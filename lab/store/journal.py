@@ -107,14 +107,6 @@ def dumps(row: dict[str, Any]) -> bytes:
     return to_json(clean, fallback=str)
 
 
-def _line(row: dict[str, Any]) -> bytes:
-    """One row's journal line: `to_json`, or `dumps` (which escapes or refuses) when that raises."""
-    try:
-        return to_json(row)
-    except PydanticSerializationError:
-        return dumps(row)
-
-
 def _too_large(row: dict[str, Any], size: int) -> UnstorableValueError:
     """A row longer than the database reads back as one journal line: refused, naming its largest field."""
     what = {"cp": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer", "ev": "event"}.get(row.get("t", ""), "row")
@@ -277,27 +269,25 @@ class Journal:
         """
         if not isinstance(rows, list):
             rows = list(rows)
-        if not rows:
-            return b""
         first = j = self._next_j
+        parts: list[bytes] = []
+        last = rows[-1] if rows else None
         for row in rows:
             row["j"] = j
             row["tx"] = first
             j += 1
-        rows[-1]["end"] = True  # the last key of the line: a reader cuts a live journal after `,"end":true}`
-        try:
-            # no `fallback=str` here (it costs on every row): the rows one by one below, where `dumps` retries with it
-            parts = [to_json(row) for row in rows]
-        except PydanticSerializationError:
-            parts = [_line(row) for row in rows]  # a value JSON has no type for, or a lone surrogate: escapes or names the field
-        parts.append(b"")
-        blob = b"\n".join(parts)
-        if len(blob) > MAX_LINE:  # no line is longer than the whole transaction: looked at one by one only then
-            for row, line in zip(rows, parts, strict=False):  # parts ends with the empty last piece
-                if len(line) > MAX_LINE:
-                    raise _too_large(row, len(line))
+            if row is last:
+                row["end"] = True  # the last key of the line: a reader cuts a live journal after `,"end":true}`
+            try:
+                line = to_json(row)  # no `fallback=str` here (it costs on every row): `dumps` retries with it
+            except PydanticSerializationError:
+                line = dumps(row)  # a value JSON has no type for, or a lone surrogate: escapes or names the field
+            if len(line) > MAX_LINE:
+                raise _too_large(row, len(line))
+            parts.append(line)
         self._next_j = j
-        return blob
+        parts.append(b"")
+        return b"\n".join(parts)
 
     def _check_file(self) -> int:
         """The file's size, after checking it is still the journal at `path`."""
