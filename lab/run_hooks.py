@@ -84,7 +84,8 @@ class SerialHooks:
                 "next": next_json,
                 "output": output_json,
                 "created_at": time.time(),
-                "counters": self._settled_counters() if self._counters else None,
+                # `_settled_counters()` only when there is a run of requests to end (it returns them as they are otherwise)
+                "counters": (self._settled_counters() if counters.get("consecutive") else counters) if (counters := self._counters) else None,
             },
             journal.event_row(
                 "settled",
