@@ -391,10 +391,12 @@ class RunStream:
             finished = True
             yield final_event(self._run)
         finally:
+            leaving = not finished and call is not None and not call.future.done()
+            if leaving:  # the reader left: pause at the next boundary, asked before the drive may go on
+                self._run.pause()  # (asked after, a busy machine let the loop run dozens of stations first)
             self._detach()
             loop.call_soon_threadsafe(caught_up.set)
-            if not finished and call is not None and not call.future.done():  # the reader left: pause at the next boundary
-                self._run.pause()
+            if leaving:
                 concurrent.futures.wait([call.future], timeout=60)
 
 

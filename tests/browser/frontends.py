@@ -17,6 +17,9 @@ from .waits import KERNEL_UP, RUN_ALL
 
 FRONTENDS = ("jupyterlab", "notebook7")
 
+FIRST_CLICK = 60_000
+"""Run All's first click until a cell is queued (ms); past it the page is reloaded and Run All clicked again."""
+
 
 def open_notebook(page, server: Server, path: str, frontend: str) -> None:  # type: ignore[no-untyped-def]
     """Open `path` (relative to the server's root) in `frontend` and wait for its cells."""
@@ -45,6 +48,15 @@ def run_all(page) -> None:  # type: ignore[no-untyped-def]
     click_run_all_cells(page)
     prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
     try:
+        accept_kernel_choice(page, timeout=FIRST_CLICK)
+    except PlaywrightTimeout:
+        # Nothing queued and nothing asked: Notebook 7 at load has sat like this with its kernel
+        # started and connected on the server's side but no kernel in the page's session (no cell
+        # ever sent; the server's log shows no request). A person reloads the page and runs again.
+        page.reload()
+        expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=KERNEL_UP)
+        click_run_all_cells(page)
+    try:
         accept_kernel_choice(page)
         expect(prompts.first).to_have_text(re.compile(r"\[[\d*]+\]"), timeout=KERNEL_UP)
     except (AssertionError, PlaywrightTimeout) as exc:  # say what the page showed instead: a dialog, the kernel's status
@@ -66,7 +78,7 @@ def run_all(page) -> None:  # type: ignore[no-untyped-def]
     assert not unrun, f"Run All stopped before code cells {unrun}; what the notebook shows:\n{outputs_text(page)}"
 
 
-def accept_kernel_choice(page) -> None:  # type: ignore[no-untyped-def]
+def accept_kernel_choice(page, timeout: int = KERNEL_UP) -> None:  # type: ignore[no-untyped-def]
     """Once Run All has started the first cell, or asked which kernel to start: then take the
     kernel it offers (the notebook's own), as a person would.
 
@@ -77,7 +89,7 @@ def accept_kernel_choice(page) -> None:  # type: ignore[no-untyped-def]
     page.wait_for_function(
         "() => /\\[[\\d*]+\\]/.test(document.querySelector('.jp-CodeCell .jp-InputPrompt')?.textContent ?? '')"
         " || [...document.querySelectorAll('.jp-Dialog')].some(d => d.textContent.includes('Select Kernel'))",
-        timeout=KERNEL_UP,
+        timeout=timeout,
     )
     dialog = page.locator(".jp-Dialog", has_text="Select Kernel")
     if dialog.count():
