@@ -213,7 +213,15 @@ def page(browser, jupyter_server: Server):  # type: ignore[no-untyped-def]
     context = browser.new_context(viewport={"width": 1400, "height": 1800}, device_scale_factor=1)
     pg = context.new_page()
     pg.dialogs = []  # any alert() would be an escaping failure: record and dismiss it
-    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+
+    def dialog(d) -> None:  # type: ignore[no-untyped-def]
+        if d.type == "beforeunload":  # a reload the test asks for (frontends.run_all): leave the page
+            d.accept()
+            return
+        pg.dialogs.append(d.message)
+        d.dismiss()
+
+    pg.on("dialog", dialog)
     try:
         yield pg
     finally:

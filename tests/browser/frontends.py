@@ -53,7 +53,7 @@ def run_all(page) -> None:  # type: ignore[no-untyped-def]
         # Nothing queued and nothing asked: Notebook 7 at load has sat like this with its kernel
         # started and connected on the server's side but no kernel in the page's session (no cell
         # ever sent; the server's log shows no request). A person reloads the page and runs again.
-        page.reload()
+        page.reload(timeout=KERNEL_UP)  # its "leave the page?" question is accepted (conftest's `page`)
         expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=KERNEL_UP)
         click_run_all_cells(page)
     try:
