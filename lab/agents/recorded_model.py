@@ -127,18 +127,21 @@ class RecordedModel(WrapperModel):
             return ModelMessagesTypeAdapter.validate_json(b"[" + recorded.data + b"]")[0]  # type: ignore[return-value]
         return ModelMessagesTypeAdapter.validate_python([recorded])[0]  # type: ignore[return-value]
 
+    def begin(
+        self, rec: StationCalls, messages: list[Any], model_settings: Any, model_request_parameters: ModelRequestParameters
+    ) -> Any:
+        """The recorder's plan for this request (replay a recording, or call and record): streamed or not alike."""
+        return rec.begin(
+            "model", self.wrapped.model_name, self.request_json(messages, model_settings, model_request_parameters), self.replay
+        )
+
     async def request(
         self, messages: list[Any], model_settings: Any, model_request_parameters: ModelRequestParameters
     ) -> ModelResponse:
         rec = station_calls()
         if rec is None:
             return await self.wrapped.request(messages, model_settings, model_request_parameters)
-        plan = rec.begin(
-            "model",
-            self.wrapped.model_name,
-            self.request_json(messages, model_settings, model_request_parameters),
-            self.replay,
-        )
+        plan = self.begin(rec, messages, model_settings, model_request_parameters)
         if plan.replayed is not None:
             return self.response_of(rec.finish_replayed(plan))
         response = await self.wrapped.request(messages, model_settings, model_request_parameters)
@@ -147,7 +150,6 @@ class RecordedModel(WrapperModel):
             plan, SERIALIZERS.response(response), input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
         )
         return response
-
 
     @asynccontextmanager
     async def request_stream(
@@ -165,12 +167,7 @@ class RecordedModel(WrapperModel):
             async with self.wrapped.request_stream(messages, model_settings, model_request_parameters, run_context) as s:
                 yield s
             return
-        plan = rec.begin(
-            "model",
-            self.wrapped.model_name,
-            self.request_json(messages, model_settings, model_request_parameters),
-            self.replay,
-        )
+        plan = self.begin(rec, messages, model_settings, model_request_parameters)
         if plan.replayed is not None:
             response = self.response_of(rec.finish_replayed(plan))
             yield CompletedStreamedResponse(
