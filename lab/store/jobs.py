@@ -9,7 +9,10 @@ records a terminal first wins and a later one is kept as an `inert` event, never
 (seed 001: "the first admitted terminal wins and late results are inert"). Within a transaction
 the store holds the job against every other writer of it (DuckDB: the store's lock; PostgreSQL:
 a transaction lock on the request id), so an event's `seq` is gap-free and the status read
-before an update is the one the update sees.
+before an update is the one the update sees. On DuckDB the read is skipped for a job this process
+wrote last (`remembers_job_heads`): its status and next `seq` are remembered, and a head another
+process made stale is refused by `job_events`' primary key (that process's write took the seq) and
+by the guarded UPDATE, rolled back, and the move made again after the read.
 """
 
 from __future__ import annotations
