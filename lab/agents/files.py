@@ -93,9 +93,17 @@ def _start_time(pid: int) -> str | None:
     return fields[19]
 
 
+_mine: tuple[int, dict[str, Any]] | None = None
+"""This process's identity, read once per pid (a fork reads its own): a delegated station names it three times."""
+
+
 def process_identity() -> dict[str, Any]:
-    """This process: pid, host and start time."""
-    return identity_of(os.getpid())
+    """This process: pid, host and start time (a copy: callers put it into rows)."""
+    global _mine
+    pid = os.getpid()
+    if _mine is None or _mine[0] != pid:
+        _mine = (pid, identity_of(pid))
+    return dict(_mine[1])
 
 
 def identity_of(pid: int) -> dict[str, Any]:

@@ -35,7 +35,8 @@ UNSYNCED_WAL_LIMIT = 4 * 1024 * 1024
 class DuckDBJobs(JobTables):
     """`JobTables` on the DuckDB store's connection."""
 
-    insert_reads_first = True
+    insert_plain = True
+    remembers_job_heads = True
     defers_admission = True
 
     _session: Any
@@ -71,6 +72,9 @@ class DuckDBJobs(JobTables):
             finally:
                 if unsynced:
                     con.execute("SET fsync_mode = 'standard'")
+
+    def _key_conflict(self, exc: BaseException) -> bool:
+        return isinstance(exc, duckdb.ConstraintException)
 
     def _commit_unsynced(self) -> bool:
         """Whether this job commit may skip DuckDB's sync: a file store without `fsync=True` whose WAL is

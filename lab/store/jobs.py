@@ -9,7 +9,10 @@ records a terminal first wins and a later one is kept as an `inert` event, never
 (seed 001: "the first admitted terminal wins and late results are inert"). Within a transaction
 the store holds the job against every other writer of it (DuckDB: the store's lock; PostgreSQL:
 a transaction lock on the request id), so an event's `seq` is gap-free and the status read
-before an update is the one the update sees.
+before an update is the one the update sees. On DuckDB the read is skipped for a job this process
+wrote last (`remembers_job_heads`): its status and next `seq` are remembered, and a head another
+process made stale is refused by `job_events`' primary key (that process's write took the seq) and
+by the guarded UPDATE, rolled back, and the move made again after the read.
 """
 
 from __future__ import annotations
@@ -77,13 +80,28 @@ def _kept(payload: dict[str, Any] | None, fields: dict[str, Any]) -> dict[str, A
     return {**(payload or {}), **{k: v for k, v in fields.items() if v is not None}}
 
 
+class _Stale(Exception):
+    """A job head this process remembered is not the stored one (another writer moved the job)."""
+
+
+class _Taken(Exception):
+    """A new job's request id is taken (its plain INSERT hit the key)."""
+
+
 class JobTables:
     """Insert, transition and read agent jobs (lab/agents drives them), on any backend."""
 
     dialect: Dialect
-    insert_reads_first = False
-    """Store a new job with a read of its id and a plain `INSERT` rather than `INSERT ... ON CONFLICT DO
-    NOTHING RETURNING` (DuckDB: the read and the insert take ~1.3 ms, the conflict clause ~3 ms)."""
+    insert_plain = False
+    """Store a new job with a plain `INSERT`, a taken request id found by the key's conflict (then the
+    transaction is rolled back and the stored job read), rather than `INSERT ... ON CONFLICT DO NOTHING
+    RETURNING` (DuckDB: the plain insert ~1 ms, the conflict clause ~3 ms, a read first ~0.3-1 ms more)."""
+    remembers_job_heads = False
+    """Remember each job's head (status, next event seq) as this process last wrote it, and move the job
+    from there without reading it first (`_advance`): a head gone stale is refused by the event key and
+    the guarded UPDATE, rolled back, and the move made again after a read (DuckDB: the read, a `max(seq)`
+    over the job's events, was the dearest statement of a job transaction)."""
+    _job_heads_kept: dict[str, tuple[str, int]] | None = None
     defers_admission = False
     """A job run as a task of this process records ADMITTED, PREPARING and RUNNING with its first
     observations (at most `observations.EVERY` later) or with its terminal, not in a transaction of
@@ -101,6 +119,29 @@ class JobTables:
     def _job_sql(self, text: str) -> str:
         return self.dialect.sql(text)
 
+    def _key_conflict(self, exc: BaseException) -> bool:
+        """Whether the driver error `exc` is a primary-key conflict (the transaction is then rolled back)."""
+        return False
+
+    @property
+    def _job_heads(self) -> dict[str, tuple[str, int]]:
+        if self._job_heads_kept is None:
+            self._job_heads_kept = {}
+        return self._job_heads_kept
+
+    def _remember(self, request_id: str, status: str, next_seq: int, *, ended: bool = False) -> None:
+        """Job `request_id`'s head as this transaction leaves it (forgotten if it rolls back; an ended job
+        is rarely written again, so it is read then)."""
+        if self.remembers_job_heads:
+            if ended:
+                self._job_heads.pop(request_id, None)
+            else:
+                self._job_heads[request_id] = (status, next_seq)
+
+    def _forget(self, request_id: str) -> None:
+        if self.remembers_job_heads:
+            self._job_heads.pop(request_id, None)
+
     def insert_job(self, job: JobRecord) -> tuple[JobRecord, bool]:
         """Store `job` (status QUEUED) with its first event; if its request id is taken, the stored job.
 
@@ -114,16 +155,28 @@ class JobTables:
             job.runner, _dump(job.request), job.digest, job.status, job.retry_of, _dump(job.output),
             _dump(job.error), _dump(job.usage), _dump(job.worker), now, now, None,
         ]  # fmt: skip
-        with self._job_tx(job.request_id) as con:
-            if self.insert_reads_first:  # the job is held: a read, then a plain INSERT, is what ON CONFLICT does
-                taken = con.execute(sql(q.JOB), [job.request_id]).fetchone()
-                if taken is not None:
-                    return self._job_record(taken), False
-                con.execute(sql(q.JOB_INSERT_NEW), row)
-            elif con.execute(sql(q.JOB_INSERT), row).fetchone() is None:  # the request id is taken (the job is held)
-                return self._job_record(con.execute(sql(q.JOB), [job.request_id]).fetchone()), False
-            first = {"runtime": job.runtime, "runner": job.runner}  # a new job's first event: seq 0
-            con.execute(sql(q.job_events_insert(1)), [job.request_id, 0, "transition", None, job.status, json.dumps(first), now])
+        try:
+            with self._job_tx(job.request_id) as con:
+                if self.insert_plain:  # the key's conflict is the answer to "is it taken?": no read first
+                    try:
+                        con.execute(sql(q.JOB_INSERT_NEW), row)
+                    except Exception as exc:
+                        if self._key_conflict(exc):
+                            raise _Taken from None
+                        raise
+                elif con.execute(sql(q.JOB_INSERT), row).fetchone() is None:  # the request id is taken (the job is held)
+                    return self._job_record(con.execute(sql(q.JOB), [job.request_id]).fetchone()), False
+                first = {"runtime": job.runtime, "runner": job.runner}  # a new job's first event: seq 0
+                con.execute(sql(q.job_events_insert(1)), [job.request_id, 0, "transition", None, job.status, json.dumps(first), now])
+                self._remember(job.request_id, job.status, 1)
+        except _Taken:  # rolled back; a job row is never deleted, so the stored one is there to read
+            taken = self.job(job.request_id)
+            if taken is None:
+                raise StoreError(f"cannot record the agent job {job.request_id!r}: its request id conflicts with no stored job") from None
+            return taken, False
+        except BaseException:
+            self._forget(job.request_id)
+            raise
         return dataclasses.replace(job, created_at=now, updated_at=now, ended_at=None), True
 
     def transition_job(
@@ -167,26 +220,61 @@ class JobTables:
             unknown = set(fields) - SETTABLE
             if unknown:
                 raise ValueError(f"transition_job cannot set {sorted(unknown)}; it sets {sorted(SETTABLE)}")
+        head = self._job_heads.get(request_id) if self.remembers_job_heads else None
+        if head is not None:
+            try:
+                return self._advance(request_id, moves, observations, observed_after, head)
+            except _Stale:  # another writer moved the job since this process last wrote it: read it
+                pass
+        return self._advance(request_id, moves, observations, observed_after, None)
+
+    def _advance(
+        self,
+        request_id: str,
+        moves: Sequence[tuple[str, Sequence[str], bool, dict[str, Any] | None, dict[str, Any]]],
+        observations: Sequence[tuple[str, dict[str, Any]]],
+        observed_after: int,
+        head: tuple[str, int] | None,
+    ) -> int:
+        """`advance_job` in one transaction, from the job's `head` (its status and next seq) as this
+        process last wrote it, or (None) as read in the transaction. A remembered head that is not the
+        stored one raises `_Stale`, rolled back: every write of a job adds an event, so another writer's
+        write took the seq the head names (the events' primary key refuses it), and the guarded UPDATE
+        finds no row in the remembered status."""
         now = _now()
         sql = self._job_sql
-        with self._job_tx(request_id) as con:
-            found = con.execute(sql(q.JOB_STATUS), [request_id, request_id]).fetchone()
-            if found is None:
-                raise StoreError(f"no agent job {request_id!r} in the store; lab.agents.jobs() lists them")
-            before = status = found[0]
-            first = int(found[1])  # the next event's seq: nothing else writes the job while it is held
-            seen = [(kind, None, None, payload) for kind, payload in observations if not self._line_seen(con, request_id, payload)]
-            events, fields, status, ended, applied = _plan(status, moves, seen, observed_after)
-            if applied:  # one UPDATE to where the moves lead, guarded by where they started
-                args: list[Any] = [status, now, *(_dump(v) for v in fields.values())]
-                if ended:
-                    args.append(now)
-                con.execute(sql(q.job_transition(list(fields), ended=ended)), [*args, request_id, before])
-            if events:
-                params: list[Any] = []
-                for i, (kind, from_status, to_status, payload) in enumerate(events):
-                    params += [request_id, first + i, kind, from_status, to_status, json.dumps(payload), now]
-                con.execute(sql(q.job_events_insert(len(events))), params)
+        try:
+            with self._job_tx(request_id) as con:
+                remembered = head is not None
+                if head is None:
+                    found = con.execute(sql(q.JOB_STATUS), [request_id, request_id]).fetchone()
+                    if found is None:
+                        raise StoreError(f"no agent job {request_id!r} in the store; lab.agents.jobs() lists them")
+                    head = (found[0], int(found[1]))  # the next event's seq: nothing else writes the job while it is held
+                before, first = head
+                seen = [(kind, None, None, payload) for kind, payload in observations if not self._line_seen(con, request_id, payload)]
+                events, fields, status, ended, applied = _plan(before, moves, seen, observed_after)
+                if applied:  # one UPDATE to where the moves lead, guarded by where they started
+                    args: list[Any] = [status, now, *(_dump(v) for v in fields.values())]
+                    if ended:
+                        args.append(now)
+                    cur = con.execute(sql(q.job_transition(list(fields), ended=ended)), [*args, request_id, before])
+                    if remembered and cur.fetchone()[0] != 1:
+                        raise _Stale
+                if events:
+                    params: list[Any] = []
+                    for i, (kind, from_status, to_status, payload) in enumerate(events):
+                        params += [request_id, first + i, kind, from_status, to_status, json.dumps(payload), now]
+                    try:
+                        con.execute(sql(q.job_events_insert(len(events))), params)
+                    except Exception as exc:
+                        if remembered and self._key_conflict(exc):
+                            raise _Stale from None
+                        raise
+                self._remember(request_id, status, first + len(events), ended=ended)
+        except BaseException:
+            self._forget(request_id)
+            raise
         return applied
 
     def _line_seen(self, con: Any, request_id: str, payload: dict[str, Any]) -> bool:

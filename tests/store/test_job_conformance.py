@@ -239,3 +239,42 @@ def test_a_held_admission_that_finds_its_job_cancelled_keeps_its_result_inert(la
     assert tail == [("inert", "CANCELLED", "ADMITTED"), ("message", None, None), ("inert", "CANCELLED", "SUCCEEDED")]
     assert store.job_events("job-1")[-1].payload == {"by": "runner", "output": {"title": "late"}}
     assert store.job("job-1").status == "CANCELLED"
+
+
+_OTHER_PROCESS = """
+import sys
+from lab.store import open_location
+store = open_location(sys.argv[1])
+if sys.argv[2] == "observe":
+    store.add_job_events("job-1", [("message", {"from": "other"})])
+else:
+    assert store.transition_job("job-1", "SUCCEEDED", allowed_from=["RUNNING"], terminal=True, output={"by": "other"})
+store.close()
+"""
+
+
+@pytest.mark.parametrize("other_does", ["observe", "end"])
+def test_a_job_moved_by_another_process_is_read_before_this_one_moves_it(lab: Lab, location: str, other_does: str) -> None:
+    """This process remembers where it left a job (DuckDB skips the read); another process then writes
+    the job: this process's next write finds that out, rolls back and moves it from what is stored."""
+    import subprocess
+    import sys
+
+    lab.store.insert_job(_job())
+    assert lab.store.transition_job("job-1", "RUNNING", allowed_from=["QUEUED"])
+    done = subprocess.run([sys.executable, "-c", _OTHER_PROCESS, location, other_does], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    won = lab.store.transition_job(
+        "job-1", "FAILED", allowed_from=["RUNNING"], terminal=True, observations=[("message", {"from": "here"})]
+    )
+    assert won is (other_does == "observe")
+    job = lab.store.job("job-1")
+    events = lab.store.job_events("job-1")
+    assert [e.seq for e in events] == list(range(len(events)))
+    kinds = [(e.kind, e.to_status, e.payload.get("from")) for e in events[2:]]
+    if other_does == "observe":
+        assert job.status == "FAILED"
+        assert kinds == [("message", None, "other"), ("message", None, "here"), ("transition", "FAILED", None)]
+    else:
+        assert job.status == "SUCCEEDED" and job.output == {"by": "other"}
+        assert kinds == [("transition", "SUCCEEDED", None), ("message", None, "here"), ("inert", "FAILED", None)]
