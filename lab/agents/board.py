@@ -610,10 +610,12 @@ class AgentBoard(Recovering, Cancelling):
                 if files.read_json(files.result) is not None:
                     continue  # it finished as it exited
                 how = exit_description(proc)
+                adopt_calls(self.store, rec, self.folder)  # the calls it made before it died: a retry replays them
                 self.deliver(rid, "LOST", error={"message": f"the worker process ({how}) died without a result"}, by="watcher")
                 return
             if deadline is not None and time.monotonic() > deadline:
                 await self._contain(self.store.job(rid) or rec)
+                adopt_calls(self.store, rec, self.folder)
                 self.deliver(rid, "TIMED_OUT", error={"message": f"the agent ran longer than {timeout} s"})
                 return
             await asyncio.sleep(POLL)

@@ -109,8 +109,9 @@ WORKER_SECRET = "sk-worker-secret-9f3a51c7"
 
 async def _counted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     """`_plan`, counted across processes: one line per call in the file $GRAPHLAB_TEST_CALLS names (its pid,
-    and whether the secret header reached the model); first waits for $GRAPHLAB_TEST_HOLD's file when set."""
-    hold = os.environ.get("GRAPHLAB_TEST_HOLD")
+    and whether the secret header reached the model); first waits for $GRAPHLAB_TEST_HOLD's file when set
+    (for $GRAPHLAB_TEST_HOLD_SECOND's before its second round only)."""
+    hold = os.environ.get("GRAPHLAB_TEST_HOLD") or (os.environ.get("GRAPHLAB_TEST_HOLD_SECOND") if len(messages) > 1 else None)
     deadline = time.monotonic() + SLOW_LIMIT
     while hold is not None and not Path(hold).exists():
         if time.monotonic() > deadline:

@@ -9,6 +9,7 @@ the calls are counted across processes:
 - a changed prompt calls for real; `replay="strict"` replays the same request and fails a changed one
   with the diff of the two requests;
 - the agent's API key (in its model settings' headers) is in no request.json, calls file or store row;
+- a worker killed after its first call (LOST) keeps that call: the person's retry replays it;
 - adopting a worker's calls again (a crash between writing them and recording the terminal) writes none twice;
   and across a real kernel restart (the worker outlives the kernel) in test_replay_worker_restart.py.
 """
@@ -16,6 +17,10 @@ the calls are counted across processes:
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +39,7 @@ def counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "model-calls.txt"
     monkeypatch.setenv("GRAPHLAB_TEST_CALLS", str(path))
     monkeypatch.delenv("GRAPHLAB_TEST_HOLD", raising=False)
+    monkeypatch.delenv("GRAPHLAB_TEST_HOLD_SECOND", raising=False)
     return path
 
 
@@ -127,3 +133,40 @@ def test_a_calls_file_cut_mid_line_is_read_to_its_last_whole_line(tmp_path: Path
     assert len(lines) == 3 and lines[-1] == b""
     (folder / "calls.ndjson").write_bytes(lines[0] + b"\n" + lines[1][: len(lines[1]) // 2])
     assert [c.call_index for c in read_calls(folder)] == [1]
+
+
+def _until(cond, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+def test_a_killed_workers_calls_are_kept_and_its_retry_replays_them(
+    tmp_path: Path, counted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hold = tmp_path / "hold"
+    monkeypatch.setenv("GRAPHLAB_TEST_HOLD_SECOND", str(hold))
+    try:
+        with Lab(tmp_path / "lab.duckdb") as lab:
+            lab.agents.register("recorded-worker", target=TARGET, runner="subprocess")
+            g = declare(lab, runtime="recorded-worker")
+            run = g.start(g.nodes["Outline"]())
+            t = threading.Thread(target=run.run)
+            t.start()
+            _until(lambda: run.job is not None and run.job.status == "RUNNING")
+            folder = Path(lab.agents.folder) / run.job.request_id
+            _until(lambda: (folder / "calls.ndjson").exists() and len(read_calls(folder)) == 1)  # paid for, recorded
+            os.kill(int(json.loads((folder / "worker.json").read_text())["pid"]), signal.SIGKILL)  # held before call 2
+            t.join(30)
+            assert not t.is_alive() and run.job.status == "LOST" and len(made(counted)) == 1
+            assert [(c.mode, c.call_index) for c in run.calls()] == [("live", 1)]  # kept with the LOST job
+            hold.touch()
+            run.job.retry()
+            run.run()
+            assert run.status == "done" and run.output == "Durable agents: park, adopt"
+            assert len(made(counted)) == 2  # the retry replayed the first call and made only the second
+            assert [(c.mode, c.call_index) for c in run.calls()] == [("live", 1), ("replayed", 1), ("live", 2)]
+            assert [e.payload["mode"] for e in run.events("recorded")] == ["live", "replayed", "live"]
+    finally:
+        hold.touch()
