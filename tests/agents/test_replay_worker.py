@@ -9,7 +9,8 @@ the calls are counted across processes:
 - a changed prompt calls for real; `replay="strict"` replays the same request and fails a changed one
   with the diff of the two requests;
 - the agent's API key (in its model settings' headers) is in no request.json, calls file or store row;
-- a worker killed after its first call (LOST) keeps that call: the person's retry replays it;
+- a worker killed after its first call (LOST) keeps that call: the person's retry replays it; a
+  cancelled one's call is kept too, and a fork replays it;
 - adopting a worker's calls again (a crash between writing them and recording the terminal) writes none twice;
   and across a real kernel restart (the worker outlives the kernel) in test_replay_worker_restart.py.
 """
@@ -168,5 +169,34 @@ def test_a_killed_workers_calls_are_kept_and_its_retry_replays_them(
             assert len(made(counted)) == 2  # the retry replayed the first call and made only the second
             assert [(c.mode, c.call_index) for c in run.calls()] == [("live", 1), ("replayed", 1), ("live", 2)]
             assert [e.payload["mode"] for e in run.events("recorded")] == ["live", "replayed", "live"]
+    finally:
+        hold.touch()
+
+
+def test_a_cancelled_workers_call_is_kept_and_a_fork_replays_it(
+    tmp_path: Path, counted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hold = tmp_path / "hold"
+    monkeypatch.setenv("GRAPHLAB_TEST_HOLD_SECOND", str(hold))
+    try:
+        with Lab(tmp_path / "lab.duckdb") as lab:
+            lab.agents.register("recorded-worker", target=TARGET, runner="subprocess")
+            g = declare(lab, runtime="recorded-worker")
+            run = g.start(g.nodes["Outline"]())
+            t = threading.Thread(target=run.run)
+            t.start()
+            _until(lambda: run.job is not None and run.job.status == "RUNNING")
+            folder = Path(lab.agents.folder) / run.job.request_id
+            _until(lambda: (folder / "calls.ndjson").exists() and len(read_calls(folder)) == 1)
+            run.job.cancel()  # the worker, held before its second call, is killed
+            t.join(30)
+            assert not t.is_alive() and run.job.status == "CANCELLED" and run.status == "failed"
+            assert [(c.mode, c.call_index) for c in run.calls()] == [("live", 1)]
+            assert [e.payload["mode"] for e in run.events("recorded")] == ["live"]  # taken in with the outcome
+            hold.touch()
+            fork = run.fork(0)
+            fork.run()
+            assert fork.status == "done" and len(made(counted)) == 2  # the first call replayed
+            assert [(c.mode, c.call_index) for c in fork.calls()] == [("replayed", 1), ("live", 2)]
     finally:
         hold.touch()

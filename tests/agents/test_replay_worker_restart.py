@@ -65,10 +65,10 @@ def test_a_worker_that_outlived_its_kernel_is_recorded_once_and_replayed(tmp_pat
         hold.touch()  # a worker of a failed run finishes instead of waiting
 
 
-def _restart(tmp_path: Path, kernel_dir: Path, hold: Path, calls: Path) -> None:
+def _restart(tmp_path: Path, kernels: Path, hold: Path, calls: Path) -> None:
     define = DEFINE.format(repo=str(REPO), hold=str(hold), calls=str(calls))
     first = new_notebook(cells=[new_code_cell(define), new_code_cell(START)])
-    execute(first, tmp_path, kernel_dir)  # the kernel shuts down here, its agent still waiting
+    execute(first, tmp_path, kernels)  # the kernel shuts down here, its agent still waiting
     run_id, request_id = printed(first.cells[-1]).split()
     store_path = tmp_path / ".graphlab" / "lab.duckdb"
     folder = Path(str(store_path) + ".jobs") / request_id
@@ -92,7 +92,7 @@ def _restart(tmp_path: Path, kernel_dir: Path, hold: Path, calls: Path) -> None:
         store.close()
 
     second = new_notebook(cells=[new_code_cell(define), new_code_cell(RESUME.format(run_id=run_id))])
-    execute(second, tmp_path, kernel_dir)
+    execute(second, tmp_path, kernels)
     got = json.loads(printed(second.cells[-1]))
     assert got["run"] == ["done", "Durable agents: park, adopt", [["live", 1], ["live", 2]]]  # each call once
     assert got["events"] == [["live", True], ["live", True]]
