@@ -4,8 +4,9 @@ The worker never opens the store (it outlives the kernel and writes only its job
 recording protocol of lab/recording.py crosses the job folder (docs/replay.md, docs/agents.md):
 
 1. The lab writes into `request.json` a `recording` block (`shipped_recordings`): the job's run,
-   station and checkpoint, the run's replay mode, its lineage, and the station's live recordings
-   in that lineage: what the station may replay. JSON only, secrets left out (`scrubbed`, as
+   station and checkpoint, the run's replay mode, the station's live recordings in the run's lineage
+   (what the station may replay) and the runs they come from (the whole lineage when strict: a
+   miss's message lists it). JSON only, secrets left out (`scrubbed`, as
    recording in process does).
 2. The worker (`recording_worker`) wraps its agent's model in a `RecordedModel` with a
    `StationCalls` recorder whose store is `FolderCalls`: recordings come from the block, and each
@@ -78,9 +79,12 @@ def shipped_recordings(store: Any, job: Any) -> dict[str, Any] | None:
     if mode != "off":
         calls = [c for key, c in known_calls(store, job.run_id).by_key.items() if key[0] == job.node_id]
         calls.sort(key=lambda c: c.created_at or datetime.min, reverse=True)  # newest first, as the store reads them
+    # the lineage only names the runs a strict miss's message lists (a read per run the first time)
+    runs = list(lineage(store, job.run_id)) if mode == "strict" else [job.run_id]
     block = {
         "run_id": job.run_id, "node_id": job.node_id, "checkpoint_seq": job.checkpoint_seq, "mode": mode,
-        "lineage": list(lineage(store, job.run_id)), "calls": [_call_json(c) for c in calls],
+        "lineage": runs + [r for r in dict.fromkeys(c.run_id for c in calls) if r not in runs],
+        "calls": [_call_json(c) for c in calls],
     }  # fmt: skip
     return json.loads(scrubbed(encode(block)))  # the same secret check as a recording (they were recorded so)
 
