@@ -33,6 +33,7 @@ from .observations import Observations
 from .outcomes import error_json, outcome_of, stored_outcome
 from .recovering import Recovering, admitted_by
 from .runtime import binding_for, check_binding
+from .worker_calls import adopt_calls, shipped_recordings
 from .workers import exit_description, start_worker
 
 if TYPE_CHECKING:
@@ -568,7 +569,8 @@ class AgentBoard(Recovering, Cancelling):
 
     async def _run_worker(self, rec: JobRecord, rt: Runtime, files: JobFiles) -> None:
         rid = rec.request_id
-        files.write_json(files.request, {"request_id": rid, "target": rt.target, "request": rec.request})
+        recording = shipped_recordings(self.store, rec)  # what its station may replay (docs/replay.md)
+        files.write_json(files.request, {"request_id": rid, "target": rt.target, "request": rec.request, "recording": recording})
         try:  # forked from this store's warm fork server (lab/agents/workers.py)
             proc = start_worker(files, self.folder, lambda: self.store.closed)
         except OSError as exc:
@@ -608,16 +610,19 @@ class AgentBoard(Recovering, Cancelling):
                 if files.read_json(files.result) is not None:
                     continue  # it finished as it exited
                 how = exit_description(proc)
+                adopt_calls(self.store, rec, self.folder)  # the calls it made before it died: a retry replays them
                 self.deliver(rid, "LOST", error={"message": f"the worker process ({how}) died without a result"}, by="watcher")
                 return
             if deadline is not None and time.monotonic() > deadline:
                 await self._contain(self.store.job(rid) or rec)
+                adopt_calls(self.store, rec, self.folder)
                 self.deliver(rid, "TIMED_OUT", error={"message": f"the agent ran longer than {timeout} s"})
                 return
             await asyncio.sleep(POLL)
 
     def _deliver_result(self, rid: str, result: dict[str, Any]) -> None:
         now = self.store.job(rid)
+        adopt_calls(self.store, now, self.folder)  # the calls its worker recorded, before its terminal (docs/replay.md)
         if now is not None and now.terminal and now.status == result.get("status") and now.output == result.get("output"):
             with self._lock:  # another process adopted this very result already: nothing new arrived
                 done = self._done.get(rid)

@@ -11,7 +11,8 @@ resource cleanup; failed evidence persistence does not prevent that cleanup." So
 2. contains the runner: the task is cancelled and awaited, the worker killed and reaped;
 3. commits `CANCELLED` (the run's checkpoint and wait are kept: the station fails naming it);
 4. records the terminal evidence the runner left (progress lines not yet read, a result it wrote
-   too late, kept `inert`), then closes the channel (the job's completion, the views' listeners);
+   too late, kept `inert`, the model calls it recorded: docs/replay.md), then closes the channel
+   (the job's completion, the views' listeners);
 5. cleans up, best effort: the worker's job folder is removed, its handles dropped. A failure to
    record the evidence is logged and does not prevent the cleanup.
 
@@ -34,6 +35,7 @@ from ..records import JobRecord
 from .errors import AgentJobStateError
 from .files import JobFiles, alive, process_identity
 from .lifecycle import allowed_from
+from .worker_calls import adopt_calls
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -129,6 +131,7 @@ class Cancelling:
         if rec.runner != "subprocess":
             return
         files = self._files(rec)
+        adopt_calls(self.store, rec, self.folder)  # the model calls it made: a fork or retry replays them
         self._ingest(rec.request_id, files, self._lines_ingested(rec.request_id))
         result = files.read_json(files.result)
         if isinstance(result, dict) and result.get("status"):

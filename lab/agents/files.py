@@ -1,8 +1,10 @@
 """A subprocess job's folder: how a worker hands its progress and result to any lab process.
 
-    <store>.jobs/<request_id>/request.json     what to run (written by the lab before the spawn)
+    <store>.jobs/<request_id>/request.json     what to run and what its station may replay (written before the spawn)
                               worker.json      the worker's pid, host and process start time
                               progress.ndjson  PREPARING, RUNNING, agent messages, usage: one JSON line each
+                              calls.ndjson     the agent's recorded model calls, one complete JSON line each
+                                               (worker_calls.py: adopted as rows of `calls` with the result)
                               result.json      the worker's terminal (SUCCEEDED or FAILED), written atomically
                               exit.json        a forked worker's exit code, written by the fork server that reaped it
 
@@ -30,6 +32,7 @@ class JobFiles:
 
     @property
     def request(self) -> Path:
+        """What to run, and the recordings its station may replay with the run's replay mode (`recording`)."""
         return self.folder / "request.json"
 
     @property
@@ -39,6 +42,10 @@ class JobFiles:
     @property
     def progress(self) -> Path:
         return self.folder / "progress.ndjson"
+
+    @property
+    def calls(self) -> Path:
+        return self.folder / "calls.ndjson"
 
     @property
     def result(self) -> Path:

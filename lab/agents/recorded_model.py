@@ -33,7 +33,7 @@ from ..recording import (
 )
 from ..store.journal import Encoded
 
-__all__ = ("RecordedModel", "record_agent", "recording_job")
+__all__ = ("RecordedModel", "record_agent", "recording_job", "recording_agent")
 
 VOLATILE = frozenset(
     {"timestamp", "request_timestamp", "duration", "run_id", "conversation_id", "provider_response_id"}
@@ -226,11 +226,20 @@ def recording_job(agent: Any, store: Any, job: Any) -> Iterator[None]:
     ):
         yield
         return
-    model = agent.model if isinstance(agent.model, RecordedModel) else RecordedModel(agent.model)
     run = store.live_runs.get(job.run_id)
     mode = getattr(run, "replay", "auto")
     job_started_here(job.run_id, job.node_id)  # its calls kept in memory for the station's take-in
-    token = job_calls.set(StationCalls(store, job.run_id, job.node_id, job.checkpoint_seq, mode=mode))
+    with recording_agent(agent, StationCalls(store, job.run_id, job.node_id, job.checkpoint_seq, mode=mode)):
+        yield
+
+
+@contextmanager
+def recording_agent(agent: Any, recorder: StationCalls) -> Iterator[None]:
+    """While inside, `agent`'s model requests go through a `RecordedModel` (its own, when `lab.recorded`
+    wrapped it) to `recorder`: an in-process job's (`recording_job`) or a subprocess worker's
+    (lab/agents/worker_calls.py)."""
+    model = agent.model if isinstance(agent.model, RecordedModel) else RecordedModel(agent.model)
+    token = job_calls.set(recorder)
     try:
         with agent.override(model=model):
             yield

@@ -23,6 +23,7 @@ from ..records import JobRecord, WaitRecord
 from .files import JobFiles, alive, process_identity
 from .lifecycle import LIVE
 from .ownership import follow_row, owner_of, runner_state
+from .worker_calls import adopt_calls
 
 if TYPE_CHECKING:
     import concurrent.futures
@@ -104,6 +105,7 @@ class Recovering:
             if runner_state(owner_of(rec, worker_file)) in ("alive", "elsewhere"):
                 self._start(rid, self._follow(rid))  # its runner is not proven dead here: leave it to it
                 return
+            adopt_calls(self.store, rec, self.folder)  # the calls it made before it died: a retry replays them
             if worker_file is None and rec.status == "ADMITTED":
                 why = "the lab stopped after admitting it; whether its worker started is unknown"
             else:

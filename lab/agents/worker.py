@@ -1,7 +1,8 @@
 """`python -m lab.agents.worker JOB_FOLDER`: run one agent job in its own process.
 
 The worker reads `request.json`, reports its progress line by line and writes its terminal to
-`result.json` (see `files.py`); it never opens the store. It runs in its own session, so a
+`result.json` (see `files.py`); it never opens the store. Its agent's model requests are recorded
+to `calls.ndjson` and replayed from the recordings `request.json` carries (`worker_calls.py`). It runs in its own session, so a
 kernel restart does not stop it. A lab's fork server (`forkserver.py`) runs `run_job` in a
 process it forked, with the lab and pydantic-ai imported already.
 """
@@ -35,7 +36,13 @@ def run_job(folder: str, server: dict[str, Any] | None = None) -> int:
             for kind, payload in items:
                 files.append({"kind": kind, "payload": payload})
 
-        output, usage = asyncio.run(run_request(agent, spec["request"], emit))
+        async def run() -> tuple[Any, dict[str, Any]]:
+            from .worker_calls import recording_worker
+
+            async with recording_worker(agent, spec.get("recording"), folder):  # replays, records (docs/replay.md)
+                return await run_request(agent, spec["request"], emit)
+
+        output, usage = asyncio.run(run())
     except Exception as exc:
         files.write_json(files.result, {"status": "FAILED", "error": error_json(exc, qualified=False)})
         return 1

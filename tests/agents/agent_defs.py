@@ -101,3 +101,33 @@ def _probe(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 probe = Agent(FunctionModel(_probe), output_type=Plan, name="probe")
+
+
+WORKER_SECRET = "sk-worker-secret-9f3a51c7"
+"""An API key in the recorded worker agent's headers: no byte of it may reach a job folder's recordings or the store."""
+
+
+async def _counted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """`_plan`, counted across processes: one line per call in the file $GRAPHLAB_TEST_CALLS names (its pid,
+    and whether the secret header reached the model); first waits for $GRAPHLAB_TEST_HOLD's file when set
+    (for $GRAPHLAB_TEST_HOLD_SECOND's before its second round only)."""
+    hold = os.environ.get("GRAPHLAB_TEST_HOLD") or (os.environ.get("GRAPHLAB_TEST_HOLD_SECOND") if len(messages) > 1 else None)
+    deadline = time.monotonic() + SLOW_LIMIT
+    while hold is not None and not Path(hold).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the counted agent was not released within {SLOW_LIMIT} s")
+        await asyncio.sleep(0.02)
+    headers = (info.model_settings or {}).get("extra_headers") or {}
+    with open(os.environ["GRAPHLAB_TEST_CALLS"], "a", encoding="utf-8") as f:
+        f.write(f"{os.getpid()} secret={'yes' if WORKER_SECRET in str(headers) else 'no'}\n")
+    return _plan(messages, info)
+
+
+counted_worker = Agent(
+    FunctionModel(_counted),
+    output_type=Plan,
+    name="counted_worker",
+    model_settings={"extra_headers": {"Authorization": f"Bearer {WORKER_SECRET}"}, "temperature": 0.5},
+)
+"""The planner's answers, counted in a file: what a subprocess worker imports for the replay tests."""
+counted_worker.tool_plain(lookup)
