@@ -35,7 +35,14 @@ class SerialHooks:
     def entered(self: Run, *, node_id: str) -> int | None:  # type: ignore[misc]
         journal = self._journal
         attempt = journal.next_ev
-        rows = [journal.event_row("entered", node_id=node_id, attempt=attempt, checkpoint_seq=self._head)]
+        if journal.observers or journal.sinks:
+            rows = [journal.event_row("entered", node_id=node_id, attempt=attempt, checkpoint_seq=self._head)]
+        else:  # `journal.event_row(...)` inlined (the hot path; nobody listens, so no EventRecord is kept)
+            journal.next_ev = attempt + 1
+            rows = [
+                {"t": "ev", "run_id": journal.run_id, "seq": attempt, "kind": "entered", "node_id": node_id,
+                 "attempt": attempt, "checkpoint_seq": self._head, "payload": {}, "created_at": time.time()}
+            ]
         if self._status != "running":
             self._status = "running"
             rows.append(self.lab.store.update_row(self.id, status="running", head_seq=self._head))
@@ -73,32 +80,28 @@ class SerialHooks:
         status: Status = "done" if end is not None else "running"
         station, self._station = self._station, None
         rows = self._warning_rows(node_id, attempt, station.notes) if station is not None and station.notes else []
-        rows += (
-            {
-                "t": "cp",
-                "run_id": self.id,
-                "seq": seq,
-                "parent_seq": head,
-                "status": status,
-                "state": state_json,
-                "next": next_json,
-                "output": output_json,
-                "created_at": time.time(),
-                # `_settled_counters()` only when there is a run of requests to end (it returns them as they are otherwise)
-                "counters": (self._settled_counters() if counters.get("consecutive") else counters) if (counters := self._counters) else None,
-            },
-            journal.event_row(
-                "settled",
-                node_id=node_id,
-                attempt=attempt,
-                checkpoint_seq=seq,
-                # ms to 3 decimals (round() is a slow call on the hot path)
-                payload={"ms": int((time.perf_counter() - self._inflight_started) * 1e6 + 0.5) / 1000, "next": next_names},
-            ),
-        )
+        now = time.time()
+        # a key whose value is None is left out of the line: the store reads it as NULL either way
+        cp = {"t": "cp", "run_id": self.id, "seq": seq, "parent_seq": head, "status": status, "state": state_json, "next": next_json, "created_at": now}
+        if output_json is not None:
+            cp["output"] = output_json
+        if counters := self._counters:  # `_settled_counters()` only when there is a run of requests to end
+            cp["counters"] = self._settled_counters() if counters.get("consecutive") else counters
+        rows.append(cp)
+        # ms to 3 decimals (round() is a slow call on the hot path)
+        payload = {"ms": int((time.perf_counter() - self._inflight_started) * 1e6 + 0.5) / 1000, "next": next_names}
+        if listening := journal.observers or journal.sinks:
+            rows.append(journal.event_row("settled", node_id=node_id, attempt=attempt, checkpoint_seq=seq, payload=payload))
+        else:  # `journal.event_row(...)` inlined, as in `entered`
+            ev = journal.next_ev
+            journal.next_ev = ev + 1
+            rows.append(
+                {"t": "ev", "run_id": journal.run_id, "seq": ev, "kind": "settled", "node_id": node_id, "attempt": attempt,
+                 "checkpoint_seq": seq, "payload": payload, "created_at": now}
+            )
         if end is not None:
             rows.append(journal.event_row("done", node_id=node_id, checkpoint_seq=seq, payload={"output": output_json}))
-        if end is None and self._between is None and not (journal.observers or journal.sinks):
+        if end is None and self._between is None and not listening:
             # One write per boundary (issue 27 item 1), in both durabilities: batch buffered its
             # settlement in the store only to have the next `entered` write take it along, which
             # this does with one store call less. The settlement rides with the next station's
