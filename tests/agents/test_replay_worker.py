@@ -23,6 +23,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,6 +144,20 @@ def _until(cond, timeout: float = 60.0) -> None:
         time.sleep(0.02)
 
 
+def _held_after_first_call(lab: Lab) -> tuple[Any, threading.Thread, Path]:
+    """A run whose subprocess worker made (and recorded) its first call and is held before the second:
+    the run, the thread running it, and the job's folder."""
+    lab.agents.register("recorded-worker", target=TARGET, runner="subprocess")
+    g = declare(lab, runtime="recorded-worker")
+    run = g.start(g.nodes["Outline"]())
+    t = threading.Thread(target=run.run)
+    t.start()
+    _until(lambda: run.job is not None and run.job.status == "RUNNING")
+    folder = Path(lab.agents.folder) / run.job.request_id
+    _until(lambda: (folder / "calls.ndjson").exists() and len(read_calls(folder)) == 1)  # paid for, recorded
+    return run, t, folder
+
+
 def test_a_killed_workers_calls_are_kept_and_its_retry_replays_them(
     tmp_path: Path, counted: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -150,14 +165,7 @@ def test_a_killed_workers_calls_are_kept_and_its_retry_replays_them(
     monkeypatch.setenv("GRAPHLAB_TEST_HOLD_SECOND", str(hold))
     try:
         with Lab(tmp_path / "lab.duckdb") as lab:
-            lab.agents.register("recorded-worker", target=TARGET, runner="subprocess")
-            g = declare(lab, runtime="recorded-worker")
-            run = g.start(g.nodes["Outline"]())
-            t = threading.Thread(target=run.run)
-            t.start()
-            _until(lambda: run.job is not None and run.job.status == "RUNNING")
-            folder = Path(lab.agents.folder) / run.job.request_id
-            _until(lambda: (folder / "calls.ndjson").exists() and len(read_calls(folder)) == 1)  # paid for, recorded
+            run, t, folder = _held_after_first_call(lab)
             os.kill(int(json.loads((folder / "worker.json").read_text())["pid"]), signal.SIGKILL)  # held before call 2
             t.join(30)
             assert not t.is_alive() and run.job.status == "LOST" and len(made(counted)) == 1
@@ -180,14 +188,7 @@ def test_a_cancelled_workers_call_is_kept_and_a_fork_replays_it(
     monkeypatch.setenv("GRAPHLAB_TEST_HOLD_SECOND", str(hold))
     try:
         with Lab(tmp_path / "lab.duckdb") as lab:
-            lab.agents.register("recorded-worker", target=TARGET, runner="subprocess")
-            g = declare(lab, runtime="recorded-worker")
-            run = g.start(g.nodes["Outline"]())
-            t = threading.Thread(target=run.run)
-            t.start()
-            _until(lambda: run.job is not None and run.job.status == "RUNNING")
-            folder = Path(lab.agents.folder) / run.job.request_id
-            _until(lambda: (folder / "calls.ndjson").exists() and len(read_calls(folder)) == 1)
+            run, t, folder = _held_after_first_call(lab)
             run.job.cancel()  # the worker, held before its second call, is killed
             t.join(30)
             assert not t.is_alive() and run.job.status == "CANCELLED" and run.status == "failed"
