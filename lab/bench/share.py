@@ -185,12 +185,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoints", type=int, default=10_000, help="checkpoints of the run (default %(default)s)")
     parser.add_argument("--repeat", type=int, default=3, help="timed samples per measure (default %(default)s)")
     parser.add_argument(
-        "--parallel-rounds", type=int, default=100, help="rounds of the parallel run's map loop (default %(default)s)"
+        "--parallel-rounds",
+        type=int,
+        nargs="+",
+        default=[100],
+        help="rounds of the parallel run's map loop; several sizes show how the export grows (default %(default)s)",
     )
     args = parser.parse_args(argv)
     try:
         r = measure(args.checkpoints, args.repeat)
-        p = measure_parallel(args.parallel_rounds, args.repeat)
+        ps = [measure_parallel(rounds, args.repeat) for rounds in args.parallel_rounds]
     except Exception as exc:  # a benchmark reports, never raises
         print(f"the share benchmark failed: {type(exc).__name__}: {exc}")
         return 0
@@ -213,17 +217,21 @@ def main(argv: list[str] | None = None) -> int:
         f"| lab.export_html([run, fork]) | {r['export_pair_s']:.2f} s | {r['export_pair_s'] / raw:.1f} | | |"
     )
     print(f"| its file size | {r['pair_size_mb']:.1f} MB | | | |")
-    m = int(p["checkpoints"])
-    print(
-        f"| run.export_html (parallel: {m:,} super-steps, a map of {WIDTH} in a loop) | {p['export_s']:.2f} s "
-        f"| {p['export_s'] / p['raw_s']:.1f} | | |"
-    )
-    print(f"| its file size | {p['size_mb']:.2f} MB | | | |")
-    print(f"| of which: reading its {m:,} checkpoints (`history`) | {p['read_s']:.2f} s | {p['read_s'] / p['raw_s']:.1f} | | |")
-    print(
-        f"| of which: drawing its {m:,} steps (`lit_data`) | {p['draw_s']:.2f} s | {p['draw_s'] / p['raw_s']:.1f} "
-        f"| {1e3 * p['draw_s'] / m:.2f} ms a step | |"
-    )
+    for p in ps:
+        m = int(p["checkpoints"])
+        print(
+            f"| run.export_html (parallel: {m:,} super-steps, a map of {WIDTH} in a loop) | {p['export_s']:.2f} s "
+            f"| {p['export_s'] / p['raw_s']:.1f} | {1e3 * p['export_s'] / m:.2f} ms a step | |"
+        )
+        print(f"| its file size | {p['size_mb']:.2f} MB | | | |")
+        print(
+            f"| of which: reading its {m:,} checkpoints (`history`) | {p['read_s']:.2f} s | {p['read_s'] / p['raw_s']:.1f} "
+            f"| {1e3 * p['read_s'] / m:.2f} ms a step | |"
+        )
+        print(
+            f"| of which: drawing its {m:,} steps (`lit_data`) | {p['draw_s']:.2f} s | {p['draw_s'] / p['raw_s']:.1f} "
+            f"| {1e3 * p['draw_s'] / m:.2f} ms a step | |"
+        )
     return 0
 
 

@@ -20,3 +20,13 @@ def test_share_benchmark_reports_every_measure(capsys):
     assert "| run.export_html (parallel: 43 super-steps, a map of 8 in a loop)" in out, out
     size_mb = float(re.search(r"\| its file size \| ([\d.]+) MB", out).group(1))
     assert size_mb < 20 * 301 / 10_000, out
+
+
+def test_share_benchmark_reports_each_parallel_size(capsys):
+    """`--parallel-rounds 10 20`: one row per size (the growth of a looping parallel run's export)."""
+    assert bench_share.main(["--checkpoints", "101", "--repeat", "1", "--parallel-rounds", "10", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "failed" not in out, out
+    for steps in (23, 43):
+        assert f"| run.export_html (parallel: {steps} super-steps, a map of 8 in a loop)" in out, out
+        assert f"| of which: reading its {steps} checkpoints (`history`)" in out, out
