@@ -50,20 +50,11 @@ fi
 if [ "$paths" -eq 1 ]; then
     exec .venv/bin/python -m pytest "${quiet[@]}" --ignore=tests/evals "$@"
 fi
-# The whole suite: tests/evals starts at the same time as the rest, beside it, in .venv-evals (its
-# output is held and printed after the rest's): the two share the machine's idle time (both spend
-# much of it waiting for kernels, browsers and Ray), which cuts the wall time by about a minute.
-evals_out=$(mktemp "${TMPDIR:-/tmp}/graphlab-evals.XXXXXX")
-trap 'if [ -n "${evals_pid:-}" ]; then kill "$evals_pid" 2>/dev/null || true; fi; rm -f "$evals_out"' EXIT
-evals_rc=0
-.venv-evals/bin/python -m pytest "${quiet[@]}" "${workers[@]}" -p no:cacheprovider "$@" tests/evals >"$evals_out" 2>&1 &
-evals_pid=$!
 rc=0
 .venv/bin/python -m pytest "${quiet[@]}" "${workers[@]}" --ignore=tests/evals "$@" || rc=$?
-wait "$evals_pid" || evals_rc=$?
-evals_pid=
-echo "test.sh: the evaluation tests (tests/evals) in .venv-evals, run beside the rest:" >&2
-cat "$evals_out"
+echo "test.sh: the evaluation tests (tests/evals) in .venv-evals" >&2
+evals_rc=0
+.venv-evals/bin/python -m pytest "${quiet[@]}" "${workers[@]}" -p no:cacheprovider "$@" tests/evals || evals_rc=$?
 if [ "$rc" -ne 0 ]; then
     exit "$rc"
 fi

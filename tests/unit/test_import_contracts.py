@@ -81,10 +81,6 @@ def _layout(tmp_path: Path, lint_rc: int) -> Path:
     fake = root / ".venv" / "bin" / "python"
     fake.write_text(FAKE_PYTHON.format(broken=1 if lint_rc else 0, lint_rc=lint_rc))
     fake.chmod(0o755)
-    evals = root / ".venv-evals" / "bin"  # tests/evals' venv (run beside the rest): passes, says nothing
-    evals.mkdir(parents=True)
-    (evals / "python").write_text("#!/usr/bin/env bash\nexit 0\n")
-    (evals / "python").chmod(0o755)
     return root
 
 

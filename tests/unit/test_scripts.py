@@ -81,17 +81,6 @@ def test_test_sh_passes_one_verbosity(tmp_path: Path, given: list[str], passed: 
     assert out.stdout.splitlines() == passed
 
 
-def test_test_sh_fails_when_the_evaluation_tests_beside_it_fail(tmp_path: Path) -> None:
-    """tests/evals run beside the rest: their failure fails test.sh, and their output is printed after the rest's."""
-    root = _layout(tmp_path, python=ECHO_ARGS)
-    (root / ".venv-evals" / "bin" / "python").write_text('#!/usr/bin/env bash\necho "evals said no"\nexit 3\n')
-    out = subprocess.run(["bash", "scripts/test.sh"], cwd=root, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 3, out.stderr
-    lines = out.stdout.splitlines()
-    assert lines[-1] == "evals said no" and lines[0] == "-m"  # the rest's arguments first, then the held output
-    assert "run beside the rest" in out.stderr
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
