@@ -12,8 +12,6 @@ runs that are not finished: queued after a verdict, interrupted, or never driven
 from __future__ import annotations
 
 import html
-import logging
-import os
 import secrets
 import time
 from collections import Counter, deque
@@ -27,6 +25,7 @@ from pydantic_graph import BaseNode
 from ..display_hooks import show
 from ..errors import ArgumentError, LabError, StoreError
 from .inputs import start_input
+from .ray_start import load_ray, start_ray
 from .spec import GraphShippingError, Shipment
 from .worker import NOT_DRIVEN, BatchWorker, Outcome, Seed, load_rows, store_job
 
@@ -57,14 +56,6 @@ class BatchRow:
     status: str
     output: Any
     error: str | None
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise LabError(f"batch runs need Ray: pip install 'graph-lab[ray]' ({exc})") from None
-    return ray
 
 
 def start_batch(
@@ -184,7 +175,7 @@ class Batch:
                 f"batch.run(workers={workers!r}): workers is how many runs go at once on Ray, an int >= 1 "
                 "(0: one after another in this process)"
             )
-        ray = _ray() if workers != 0 else None
+        ray = load_ray() if workers != 0 else None
         if ray is not None and not ray.is_initialized():
             start_ray(address=address)
         todo = [r for r in self.rows() if r.status not in FINISHED and r.status != "waiting"]
@@ -396,22 +387,6 @@ class Batch:
         )
 
 
-def ray_options(**extra: Any) -> dict[str, Any]:
-    """How the lab starts Ray: quiet, no dashboard, and workers import what this process imports
-    (a graph's classes from a module beside the notebook; notebook classes travel by value)."""
-    import sys
-
-    path = [os.getcwd(), *(p for p in sys.path if p and os.path.isdir(p))]
-    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(dict.fromkeys(path))}}
-    return {
-        "include_dashboard": False,
-        "log_to_driver": False,
-        "configure_logging": False,
-        "runtime_env": env,
-        **extra,
-    }
-
-
 _POOL: dict[tuple[Any, ...], list[Any]] = {}
 """Warm actors for the last (store, deps): starting a Python worker costs seconds, so a batch run
 again, or the next batch of any graph, reuses them (a worker declares each graph it is shipped
@@ -446,51 +421,3 @@ def _drop_actors(ray: Any) -> None:
             except Exception:  # pragma: no cover - already gone
                 pass
     _POOL.clear()
-
-
-TOKEN_NOTICE = "Token authentication is enabled for this Ray cluster"
-"""The start of the notice Ray logs at every `ray.init` (2.60) once it made an auth token: with
-`configure_logging=False` it reached the cell as a red stderr block that reads like an error."""
-TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
-
-
-class _TokenNotice(logging.Filter):
-    """Drops Ray's "token authentication is enabled" notice, and only that (issue 25 item 7)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(TOKEN_NOTICE)
-
-
-def quiet_token_notice() -> None:
-    """Keep Ray's token-authentication notice out of the notebook (the token stays in force; every
-    other Ray log line, warnings included, still shows)."""
-    logger = logging.getLogger(TOKEN_LOGGER)
-    if not any(isinstance(f, _TokenNotice) for f in logger.filters):
-        logger.addFilter(_TokenNotice())
-
-
-def start_ray(*, attempts: int = 3, **extra: Any) -> None:
-    """`ray.init` with the lab's options, tried again when a busy machine misses Ray's 30 s for
-    its raylet to register (Ray then says "The current node timed out during startup")."""
-    import gc
-    import warnings
-
-    ray = _ray()
-    quiet_token_notice()
-    # the raylet waits for its agents (slow to import on a busy machine) before it registers
-    os.environ.setdefault("RAY_agent_register_timeout_ms", "120000")
-    os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
-    os.environ.setdefault("RAY_enable_metrics_collection", "0")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)  # Popen handles Ray drops while they run
-        for attempt in range(attempts):
-            try:
-                ray.init(**ray_options(**extra))
-                break
-            except Exception as exc:
-                ray.shutdown()
-                gc.collect()
-                if attempt == attempts - 1 or "timed out during startup" not in str(exc):
-                    raise
-        gc.collect()

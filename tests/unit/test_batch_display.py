@@ -44,7 +44,7 @@ def test_rays_token_notice_is_kept_out_and_other_warnings_stay() -> None:
     (the session's) may have pointed Ray's handlers elsewhere."""
     from ray._private.authentication import authentication_token_setup as setup
 
-    from lab.batch.batch import TOKEN_LOGGER, quiet_token_notice
+    from lab.batch.ray_start import TOKEN_LOGGER, quiet_token_notice
 
     assert setup.logger.name == TOKEN_LOGGER
     logger = logging.getLogger(TOKEN_LOGGER)
