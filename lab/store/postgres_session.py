@@ -138,6 +138,8 @@ class LiveSession:
         with self._mutex:
             try:
                 self._ensure()
+                if not own and not self.lost and run_ids <= self.claimed:  # a station of a run held already
+                    return
                 lost = sorted(r for r in run_ids if r in self.lost)
                 if lost:
                     run_id = lost[0]

@@ -412,9 +412,16 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
         self.flush()
 
     def _send(self, blob: bytes, rows: Sequence[dict[str, Any]]) -> None:
-        run_ids = {r["run_id"] for r in rows if r.get("run_id")}
-        try:  # the process writing a step of a run is its writer
-            self._session.hold(run_ids, own={r["run_id"] for r in rows if r.get("t") == "cp" and r.get("status") != "created"})
+        run_ids: set[str] = set()
+        own: set[str] = set()  # the process writing a step of a run is its writer
+        for r in rows:
+            run_id = r.get("run_id")
+            if run_id:
+                run_ids.add(run_id)
+                if r.get("t") == "cp" and r.get("status") != "created":
+                    own.add(run_id)
+        try:
+            self._session.hold(run_ids, own=own)
         except RunOwnedError:
             for run_id in run_ids & self._session.lost.keys():  # lab.resume reads it again from the store
                 self.live_runs.pop(run_id, None)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from lab import Lab
+from lab.errors import CheckpointError
 from tests.store.graphs import Count, Tally, declare_tally
 from tests.store.pgcluster import Cluster
 
@@ -110,4 +111,73 @@ def test_a_store_written_by_an_older_graph_lab_gets_this_write_function(counted:
     run.run()
     assert (run.status, run.output) == ("done", 4)
     assert lab.store.seqs(run.id) == list(range(5))
+    lab.close()
+
+
+def test_a_station_boundary_stores_what_the_general_path_stores(pg_url: str) -> None:
+    """`graphlab_write` applies a boundary of one run's checkpoints, events and updates row by row (the
+    station's shape); any other write goes through its row-set statements. The same rows must leave the
+    same tables either way: numbering from the stored events (not the writer's guess), JSON nulls as SQL
+    NULL, a checkpoint written again changing nothing, a different one refused with all of its write."""
+    import psycopg
+
+    from lab.records import CheckpointRecord, EventRecord, PendingStation
+
+    lab = Lab(pg_url)
+    g = declare_tally(lab)
+    a, b = g.start(Count(), state=Tally(limit=9)), g.start(Count(), state=Tally(limit=9))
+    store = lab.store
+
+    def cp(seq: int, status: str = "running", output: object = None, state: object = None) -> dict:
+        rec = CheckpointRecord(run_id=a.id, seq=seq, parent_seq=seq - 1, status=status,  # type: ignore[arg-type]
+                               state={"n": seq, "note": None, "deep": [None, {"k": None}]} if state is None else state,
+                               next=(PendingStation("Count", {}),), output=output,
+                               counters={"limits": {"step_limit": None}})  # fmt: skip
+        return store.checkpoint_row(rec)
+
+    def ev(kind: str, guess: int, **kw: object) -> dict:
+        return store.event_row(EventRecord(run_id=a.id, seq=guess, kind=kind, node_id="Count", **kw))  # type: ignore[arg-type]
+
+    boundaries = [
+        [ev("entered", 40, attempt=1, checkpoint_seq=0), store.update_row(a.id, status="running", head_seq=0)],
+        [cp(1), ev("settled", 2, attempt=1, checkpoint_seq=1, payload={"x": None}), ev("entered", 0, attempt=2)],
+        [store.update_row(a.id, status="failed", head_seq=1, output=None, error={"type": "Boom", "tb": None})],
+        [cp(1), ev("warning", 9, payload={"message": "again"})],  # the same checkpoint again: nothing changes
+        [cp(2, status="done", output={"v": 3}), store.update_row(a.id, status="done", head_seq=2, output={"v": 3})],
+        [cp(3, state=[1, None]), ev("settled", 1), cp(4, output="text")],
+    ]
+    for rows in boundaries:
+        store.write(rows)  # one run's checkpoints, events and updates: the row-by-row path
+        twin = [{**r, "run_id": b.id} for r in rows]
+        store.write([*twin, store.update_row("no-such-run", status="running", head_seq=0)])  # the row-set path
+
+    def tables(run_id: str) -> list[list[tuple]]:
+        with psycopg.connect(pg_url, autocommit=True) as con:
+            return [
+                con.execute(f"SELECT * FROM {t} WHERE run_id = %s ORDER BY {order}", [run_id]).fetchall()
+                for t, order in (("checkpoints", "seq"), ("events", "seq"))
+            ] + [con.execute("SELECT status, head_seq, output, error, updated_at FROM runs WHERE run_id = %s", [run_id]).fetchall()]
+
+    def compared(run_tables: list[list[tuple]]) -> list[list[tuple]]:
+        """Without the run id (the first column) and without the rows g.start wrote (their own times)."""
+        cps, evs, run = run_tables
+        return [[r[1:] for r in cps[1:]], [r[1:] for r in evs[1:]], run]
+
+    ta, tb = tables(a.id), tables(b.id)
+    assert compared(ta) == compared(tb)
+    events = ta[1]
+    assert [e[1] for e in events] == list(range(len(events)))  # gap-free from the stored events
+    assert [e[2] for e in events] == ["started", "entered", "settled", "entered", "warning", "settled"]
+    checkpoints = {c[1]: c for c in ta[0]}
+    assert checkpoints[1][4] == {"n": 1, "note": None, "deep": [None, {"k": None}]}  # nulls inside kept
+    assert checkpoints[1][6] is None and checkpoints[4][6] == "text"  # output: JSON null is SQL NULL
+    assert ta[2][0][:4] == ("running", 4, "text", None)  # the last checkpoint is the head; error cleared
+
+    before = store.table_snapshot()
+    for run_id in (a.id, b.id):
+        other = {**cp(4, output="other"), "run_id": run_id}
+        extra = [] if run_id == a.id else [store.update_row("no-such-run", status="running", head_seq=0)]
+        with pytest.raises(CheckpointError, match="two different checkpoints claim this id"):
+            store.write([{**ev("entered", 0), "run_id": run_id}, other, *extra])
+    assert store.table_snapshot() == before
     lab.close()
