@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
+from ..fork_stacks import StoredStack
 from ..records import CheckpointRecord
 from .frontier import ForkFrame, FrontierTask, JoinProgress, StepTally, overlay_from_frontier
 from .overlay import Overlay
@@ -32,7 +33,8 @@ def _meta(p: Any) -> Mapping[str, Any]:
 
 
 class _Frames(Sequence[ForkFrame]):
-    """A task's stored fork stack read as `ForkFrame`s on demand (outermost first)."""
+    """A task's stored fork stack read as `ForkFrame`s on demand (outermost first); the stored
+    form folds repeated rounds (lab/fork_stacks.py), read without unfolding it."""
 
     __slots__ = ("_raw",)
 
@@ -89,7 +91,7 @@ def frontier_of(rec: CheckpointRecord) -> tuple[list[FrontierTask], list[JoinPro
                 )
             )
             continue
-        tasks.append(FrontierTask(p.node_id, _Frames(meta.get("fork_stack") or ())))
+        tasks.append(FrontierTask(p.node_id, _Frames(StoredStack(meta.get("fork_stack") or ()))))
     return tasks, joins
 
 
