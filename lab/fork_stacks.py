@@ -104,11 +104,13 @@ class StackEncoder:
     folding from nothing gives), so one encoder may serve every run of a graph revision.
     """
 
-    __slots__ = ("_known",)
+    __slots__ = ("_known", "_ends")
 
     def __init__(self) -> None:
         self._known: dict[int, tuple[ForkStack, tuple[_Seg, ...], list[dict[str, Any]]]] = {}
         """id(stack) -> (the stack, the folded form of all its frames, its stored JSON)."""
+        self._ends: dict[tuple[int, Fork], int] = {}
+        """(length, innermost frame) of a remembered stack -> its id: where a longer stack's prefix is found."""
 
     def encode(self, stack: ForkStack) -> list[dict[str, Any]]:
         """`stack` as stored: the folded frames but the innermost, then the innermost frame."""
@@ -124,21 +126,27 @@ class StackEncoder:
         _push(segs, stack[-1])
         known = self._known
         if len(known) >= _CACHE:
-            del known[next(iter(known))]
+            old = known.pop(next(iter(known)))[0]
+            if self._ends.get((len(old), old[-1])) == id(old):
+                del self._ends[(len(old), old[-1])]
         known[id(stack)] = (stack, tuple(segs), out)
+        self._ends[(len(stack), stack[-1])] = id(stack)
         return list(out)
 
     def _fold(self, frames: ForkStack) -> tuple[_Seg, ...]:
-        """The folded form of `frames`, from the longest remembered stack they start with."""
+        """The folded form of `frames`, from the longest remembered stack they start with.
+
+        A new stack is nearly always a remembered one plus a frame (or a few): its prefixes of the
+        last `REPEAT_PERIOD` lengths are looked up by length and innermost frame, and one match is
+        compared whole (in C, frame by frame, mostly the same objects)."""
         n = len(frames)
         best: tuple[ForkStack, tuple[_Seg, ...], Any] | None = None
-        for entry in self._known.values():
-            s = entry[0]
-            m = len(s)
-            if m == 0 or m > n or (best is not None and m <= len(best[0])):
-                continue
-            if frames[m - 1] == s[-1] and frames[:m] == s:
+        for m in range(n, max(n - REPEAT_PERIOD, 0), -1):
+            sid = self._ends.get((m, frames[m - 1]))
+            entry = self._known.get(sid) if sid is not None else None
+            if entry is not None and frames[:m] == entry[0]:
                 best = entry
+                break
         segs: list[_Seg]
         if best is None:
             segs, start = [], 0

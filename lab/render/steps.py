@@ -34,12 +34,20 @@ def _meta(p: Any) -> Mapping[str, Any]:
 
 class _Frames(Sequence[ForkFrame]):
     """A task's stored fork stack read as `ForkFrame`s on demand (outermost first); the stored
-    form folds repeated rounds (lab/fork_stacks.py), read without unfolding it."""
+    form folds repeated rounds (lab/fork_stacks.py) and is read without unfolding it, and only
+    when a frame is asked for (most steps' drawings never look at a stack)."""
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_stored", "_view")
 
-    def __init__(self, raw: Sequence[Mapping[str, Any]]):
-        self._raw = raw
+    def __init__(self, stored: Sequence[Any]):
+        self._stored = stored
+        self._view: StoredStack | None = None
+
+    @property
+    def _raw(self) -> StoredStack:
+        if self._view is None:
+            self._view = StoredStack(self._stored)
+        return self._view
 
     def __len__(self) -> int:
         return len(self._raw)
@@ -91,7 +99,7 @@ def frontier_of(rec: CheckpointRecord) -> tuple[list[FrontierTask], list[JoinPro
                 )
             )
             continue
-        tasks.append(FrontierTask(p.node_id, _Frames(StoredStack(meta.get("fork_stack") or ()))))
+        tasks.append(FrontierTask(p.node_id, _Frames(meta.get("fork_stack") or ())))
     return tasks, joins
 
 
