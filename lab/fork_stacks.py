@@ -30,6 +30,7 @@ stacks it encoded last (`StackEncoder`) and folds one frame more, instead of wal
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -104,9 +105,11 @@ class StackEncoder:
     folding from nothing gives), so one encoder may serve every run of a graph revision.
     """
 
-    __slots__ = ("_known", "_ends")
+    __slots__ = ("_known", "_ends", "_lock")
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
+        """A graph revision's codec may serve runs on more than one thread: its memory changes under this."""
         self._known: dict[int, tuple[ForkStack, tuple[_Seg, ...], list[dict[str, Any]]]] = {}
         """id(stack) -> (the stack, the folded form of all its frames, its stored JSON)."""
         self._ends: dict[tuple[int, Fork], int] = {}
@@ -124,13 +127,14 @@ class StackEncoder:
         out.append(stack[-1].to_json())
         segs = list(head)
         _push(segs, stack[-1])
-        known = self._known
-        if len(known) >= _CACHE:
-            old = known.pop(next(iter(known)))[0]
-            if self._ends.get((len(old), old[-1])) == id(old):
-                del self._ends[(len(old), old[-1])]
-        known[id(stack)] = (stack, tuple(segs), out)
-        self._ends[(len(stack), stack[-1])] = id(stack)
+        with self._lock:
+            known = self._known
+            if len(known) >= _CACHE:
+                old = known.pop(next(iter(known)))[0]
+                if self._ends.get((len(old), old[-1])) == id(old):
+                    del self._ends[(len(old), old[-1])]
+            known[id(stack)] = (stack, tuple(segs), out)
+            self._ends[(len(stack), stack[-1])] = id(stack)
         return list(out)
 
     def _fold(self, frames: ForkStack) -> tuple[_Seg, ...]:
