@@ -20,8 +20,9 @@ from typing import Any, get_type_hints
 from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
-from .engine.tasks import Fork, JoinAcc, Task, TaskInput
+from .engine.tasks import JoinAcc, Task, TaskInput
 from .errors import CheckpointError, CheckpointValueError, StateContractError
+from .fork_stacks import StackEncoder, decode_stack
 from .records import PendingStation
 
 __all__ = ("SnapshotCodec", "NodeCodec", "InputCodec", "node_init_fields")
@@ -210,6 +211,8 @@ class SnapshotCodec:
         self._nodes: dict[str, NodeCodec | InputCodec] = dict(inputs or {})
         self._by_class: dict[type, NodeCodec] = {}
         """Node classes already encoded once: their codec, found by the class alone (the hot path)."""
+        self._stacks = StackEncoder()
+        """A parallel task's fork stack folded as stored (lab/fork_stacks.py), one frame more at a time."""
 
     @cached_property
     def _state(self) -> TypeAdapter[Any]:
@@ -309,7 +312,7 @@ class SnapshotCodec:
             return self.node(node.node_id).encode(node)
         if isinstance(node, Task):
             inner = self.encode_node(node.station)
-            meta = {"task": node.task_id, "fork_stack": [f.to_json() for f in node.fork_stack]}
+            meta = {"task": node.task_id, "fork_stack": self._stacks.encode(node.fork_stack)}
             return PendingStation(inner.node_id, inner.fields, meta)
         if isinstance(node, JoinAcc):
             inner = self.node(node.node_id).encode(TaskInput(node.node_id, node.value))
@@ -318,7 +321,7 @@ class SnapshotCodec:
                     "fork_run": node.fork_run,
                     "arrived": node.arrived,
                     "waiting_for": list(node.waiting_for),
-                    "downstream_fork_stack": [f.to_json() for f in node.downstream],
+                    "downstream_fork_stack": self._stacks.encode(node.downstream),
                     "cancelled_siblings": node.cancelled_siblings,
                 }
             }
@@ -342,13 +345,13 @@ class SnapshotCodec:
                     node_id=station.node_id,
                     fork_run=int(j["fork_run"]),
                     value=decoded.inputs,
-                    downstream=tuple(Fork.from_json(f) for f in j["downstream_fork_stack"]),
+                    downstream=decode_stack(j["downstream_fork_stack"]),
                     arrived=int(j.get("arrived", 0)),
                     cancelled_siblings=bool(j.get("cancelled_siblings", False)),
                     waiting_for=tuple(int(t) for t in j.get("waiting_for", ())),
                 )
             inputs = decoded.inputs if isinstance(decoded, TaskInput) else decoded
-            stack = tuple(Fork.from_json(f) for f in meta["fork_stack"])
+            stack = decode_stack(meta["fork_stack"])
             return Task(int(meta["task"]), station.node_id, inputs, stack)
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(

@@ -11,9 +11,10 @@ the end. Measures, each the median of `--repeat` samples:
   memory (`Graph.run`, no lab), measured in the same process;
 - a parallel run's export (`--parallel-rounds`, default 100: a map of 8 and its join in a loop,
   two super-steps a round), whose page draws every step's frontier, against raw pydantic-graph
-  running the same loop; and, of that export, reading the checkpoints and drawing every step
-  (the drawing's time is linear in the steps; the reading is not: each task's stored fork stack
-  grows a frame a round, as pydantic-graph's own does).
+  running the same loop; and, of that export, reading the checkpoints and drawing every step,
+  and the bytes a checkpoint stores (its `next`: every task with its fork stack). Each task's
+  fork stack grows a frame a round, as pydantic-graph's own does; it is stored folded (a repeat
+  block for the rounds: lab/fork_stacks.py), so the stored bytes a checkpoint stay flat.
 
 Targets (issue 28): the export under 5 s and the file under 20 MB. Prints a Markdown table with
 "yes" or "no" per target; always exits 0.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import statistics
@@ -155,6 +157,9 @@ def measure_parallel(rounds: int = 100, repeat: int = 3) -> dict[str, float]:
             if run.status != "done":
                 raise RuntimeError(f"the benchmark's parallel run did not finish: {run.status}")
             out["checkpoints"] = float(len(run.history()))
+            nexts = [len(json.dumps([p.to_json() for p in r.next])) for r in lab.read(run.id).history(all_branches=True)]
+            out["next_bytes_mean"] = sum(nexts) / len(nexts)
+            out["next_bytes_max"] = float(max(nexts))
             path = f"{tmp}/parallel.html"
             out["export_s"], _ = _median(lambda: run.export_html(path), repeat)
             out["size_mb"] = os.path.getsize(path) / 1e6
@@ -219,11 +224,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| its file size | {r['pair_size_mb']:.1f} MB | | | |")
     for p in ps:
         m = int(p["checkpoints"])
+        # the issue's bar is for a 10,000-checkpoint run: said for a parallel run that long, not scaled
+        aimed = m >= 10_000
+        met = ("yes" if p["export_s"] < TARGET_S else "no") if aimed else ""
         print(
             f"| run.export_html (parallel: {m:,} super-steps, a map of {WIDTH} in a loop) | {p['export_s']:.2f} s "
-            f"| {p['export_s'] / p['raw_s']:.1f} | {1e3 * p['export_s'] / m:.2f} ms a step | |"
+            f"| {p['export_s'] / p['raw_s']:.1f} | {f'< {TARGET_S:g} s; ' if aimed else ''}"
+            f"{1e3 * p['export_s'] / m:.2f} ms a step | {met} |"
         )
-        print(f"| its file size | {p['size_mb']:.2f} MB | | | |")
+        met = ("yes" if p["size_mb"] < TARGET_MB else "no") if aimed else ""
+        print(f"| its file size | {p['size_mb']:.2f} MB | | {f'< {TARGET_MB:g} MB' if aimed else ''} | {met} |")
+        print(
+            f"| stored `next` a checkpoint, mean / largest | {p['next_bytes_mean']:,.0f} / {p['next_bytes_max']:,.0f} bytes "
+            "| | | |"
+        )
         print(
             f"| of which: reading its {m:,} checkpoints (`history`) | {p['read_s']:.2f} s | {p['read_s'] / p['raw_s']:.1f} "
             f"| {1e3 * p['read_s'] / m:.2f} ms a step | |"

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
+from ..fork_stacks import StoredStack
 from ..records import CheckpointRecord
 from .frontier import ForkFrame, FrontierTask, JoinProgress, StepTally, overlay_from_frontier
 from .overlay import Overlay
@@ -32,12 +33,21 @@ def _meta(p: Any) -> Mapping[str, Any]:
 
 
 class _Frames(Sequence[ForkFrame]):
-    """A task's stored fork stack read as `ForkFrame`s on demand (outermost first)."""
+    """A task's stored fork stack read as `ForkFrame`s on demand (outermost first); the stored
+    form folds repeated rounds (lab/fork_stacks.py) and is read without unfolding it, and only
+    when a frame is asked for (most steps' drawings never look at a stack)."""
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_stored", "_view")
 
-    def __init__(self, raw: Sequence[Mapping[str, Any]]):
-        self._raw = raw
+    def __init__(self, stored: Sequence[Any]):
+        self._stored = stored
+        self._view: StoredStack | None = None
+
+    @property
+    def _raw(self) -> StoredStack:
+        if self._view is None:
+            self._view = StoredStack(self._stored)
+        return self._view
 
     def __len__(self) -> int:
         return len(self._raw)

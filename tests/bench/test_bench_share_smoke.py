@@ -30,3 +30,6 @@ def test_share_benchmark_reports_each_parallel_size(capsys):
     for steps in (23, 43):
         assert f"| run.export_html (parallel: {steps} super-steps, a map of 8 in a loop)" in out, out
         assert f"| of which: reading its {steps} checkpoints (`history`)" in out, out
+    # the stored `next` a checkpoint (bytes, not time): the same largest checkpoint at 10 and 20 rounds
+    largest = [int(m.replace(",", "")) for m in re.findall(r"\| stored `next` a checkpoint, mean / largest \| [\d,]+ / ([\d,]+) bytes", out)]
+    assert len(largest) == 2 and largest[1] <= largest[0] + 16, out

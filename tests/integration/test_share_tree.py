@@ -158,6 +158,7 @@ def test_a_looping_map_is_drawn_incrementally_and_as_the_widget(lab, tmp_path) -
     draws every step as the widget does, and drawing a branch one step longer reads one checkpoint
     (each checkpoint's tally is its parent's plus one step, not a recount of the branch)."""
     from lab.bench.share import WIDTH, Rounds, map_loop
+    from lab.fork_stacks import StoredStack
     from lab.render import overlay_from_frontier, spec_from_manifest
     from lab.render.steps import StepView, frontier_of, is_parallel
 
@@ -170,7 +171,9 @@ def test_a_looping_map_is_drawn_incrementally_and_as_the_widget(lab, tmp_path) -
     assert last["edges"]["map→square"] == 6 * WIDTH and last["nodes"]["square"][1].endswith(f"×{6 * WIDTH}")
 
     records = {r.seq: r for r in run.history()}
-    assert len(records[run.head - 1].next[0].meta["fork_stack"]) >= 7  # the stack grew every round
+    stored = records[run.head - 1].next[0].meta["fork_stack"]
+    assert len(StoredStack(stored)) >= 7  # the stack grew every round
+    assert len(stored) == 3  # stored folded: the start's frame, the map's rounds as one block, the task's own
     manifest = lab.store.manifest(run.graph.name, run.revision)
     assert is_parallel(manifest)
     reads: list[int] = []
