@@ -351,7 +351,7 @@ class Journal:
                 line = _compiled_dumps(row, None, _COMPILED_ONLY_PLAIN)
             except TypeError:  # a value orjson does not write as pydantic-core would (orjson.JSONEncodeError)
                 line = b"null"
-            if b"null" in line:  # a None, or a NaN orjson wrote as null (or a type it refused): pydantic-core's line
+            if line.find(b"null") >= 0:  # a None, a NaN orjson wrote as null, or a type it refused: pydantic-core's line
                 try:
                     line = to_json(row)  # no `fallback=str` here (it costs on every row): `_dumps_unusual` retries with it
                 except PydanticSerializationError:
