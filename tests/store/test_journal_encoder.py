@@ -70,10 +70,10 @@ _values = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(rows=st.lists(st.dictionaries(st.text(max_size=10), _values, max_size=6), min_size=1, max_size=3))
 def test_a_row_of_json_values_is_written_as_pydantic_core_writes_it(tmp_path_factory, rows) -> None:
-    tmp = tmp_path_factory.mktemp("enc")
+    tmp = tmp_path_factory.getbasetemp()  # encoding writes nothing: every example may share the files
     with pytest.MonkeyPatch.context() as mp:
         mine, theirs = _both(tmp, rows, mp)
     assert mine == theirs
