@@ -80,7 +80,11 @@ class Limits:
         """What a run records beside its counters; None for the defaults (nothing extra is written)."""
         if self == Limits():
             return None
-        data = {"step_limit": self.step_limit, "timeout": self.timeout}
+        # no `timeout` key for none (read back as None): a checkpoint row without a `null` is written
+        # by the journal's compiled encoder (lab/store/journal.py); `step_limit` stays, None included
+        data: dict[str, Any] = {"step_limit": self.step_limit}
+        if self.timeout is not None:
+            data["timeout"] = self.timeout
         return data if self.total_step_limit is None else {**data, "total_step_limit": self.total_step_limit}
 
     @classmethod
