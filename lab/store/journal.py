@@ -336,10 +336,15 @@ class Journal:
             j += 1
             if row is last:
                 row["end"] = True  # the last key of the line: a reader cuts a live journal after `,"end":true}`
-            try:
-                line = to_json(row)  # no `fallback=str` here (it costs on every row): `_dumps_unusual` retries with it
-            except PydanticSerializationError:
-                line = _dumps_unusual(row)  # splices Encoded values, escapes observations, or names the field it refuses
+            if row.get("t") == "call":
+                # a recorded call's request and response are `Encoded`: spliced at once, not after a
+                # `to_json` that fails on them (an exception, and the row half serialized, every call)
+                line = _spliced(row)
+            else:
+                try:
+                    line = to_json(row)  # no `fallback=str` here (it costs on every row): `_dumps_unusual` retries with it
+                except PydanticSerializationError:
+                    line = _dumps_unusual(row)  # splices Encoded values, escapes observations, or names the field it refuses
             if len(line) > MAX_LINE:
                 raise _too_large(row, len(line))
             parts.append(line)
