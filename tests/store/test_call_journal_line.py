@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from lab.store.journal import Encoded, Journal, UnstorableValueError
 
 
