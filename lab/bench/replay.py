@@ -2,7 +2,8 @@
 calls costs (docs/replay.md), against raw pydantic-graph running the same stations.
 
 Each station asks a pydantic-ai agent on `TestModel` once (no network, no sleep): the cheapest model
-call there is, so the recorder's own work shows as much as it ever can. Timed round-robin:
+call there is, so the recorder's own work shows as much as it ever can. Timed round-robin, each round
+in a shuffled order (so no variant always runs after the same one):
 
 * `raw` — pydantic-graph's own `GraphBuilder` graph of the same station, `await graph.run()`;
 * `lab` — a lab run on a DuckDB file, the agent's model not recorded;
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -101,8 +103,9 @@ def _agents() -> tuple[Any, Any]:
     return Agent(TestModel()), recorded(Agent(TestModel()))
 
 
-def run_replay_benchmark(visits: int = 50, repeat: int = 9, warmup: int = 1) -> ReplayBenchReport:
-    """Time the four variants `repeat` times each, round-robin, after `warmup` untimed rounds."""
+def run_replay_benchmark(visits: int = 50, repeat: int = 9, warmup: int = 1, seed: int = 0) -> ReplayBenchReport:
+    """Time the four variants `repeat` times each, round-robin in an order shuffled each round (`seed`), after
+    `warmup` untimed rounds."""
     from .. import Lab
 
     plain, recorded_agent = _agents()
@@ -146,8 +149,15 @@ def run_replay_benchmark(visits: int = 50, repeat: int = 9, warmup: int = 1) -> 
         for _ in range(warmup):
             for name in VARIANTS:
                 once(name)
+        order = random.Random(seed)
         for _ in range(repeat):
-            for name in VARIANTS:
+            names = list(VARIANTS)
+            # no variant always runs after the same one (`lab` after `raw`, `lab_recorded` after `lab`)
+            order.shuffle(names)
+            if not source and names.index("lab_replayed") < names.index("lab_recorded"):
+                names.remove("lab_replayed")  # no warm-up: no recorded run to fork yet
+                names.append("lab_replayed")
+            for name in names:
                 wall, used = once(name)
                 times[name].append(wall)
                 cpu[name].append(used)
@@ -183,9 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--visits", type=int, default=50, help="stations per run (default 50)")
     p.add_argument("--repeat", type=int, default=9, help="timed runs per variant (default 9)")
     p.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="of the shuffled order of each round (default 0)")
     args = p.parse_args(argv)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
-    print(replay_markdown(run_replay_benchmark(args.visits, args.repeat, args.warmup)))
+    print(replay_markdown(run_replay_benchmark(args.visits, args.repeat, args.warmup, args.seed)))
     return 0
 
 
