@@ -14,7 +14,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -53,6 +53,8 @@ def release(
     """Close a store's files (on close, or when an unclosed store is collected or the process exits)."""
     if journal is not None:
         journal.close()  # lets go of the journal slot
+    with suppress(duckdb.Error):  # closing may checkpoint a file still attached: synced
+        con.execute("SET fsync_mode = 'standard'")
     con.close()
     if lock is not None:
         lock.close()
@@ -128,6 +130,15 @@ class FileLease:
     _watcher: threading.Thread | None
     _check_open: Any
     fold: Any
+    _unsynced = False
+    """The connection's `fsync_mode` is 'none', left so by a job commit (duckdb_jobs.py): every other use of
+    the connection sets it back first (`_synced`), so nothing but a job commit is ever unsynced."""
+
+    def _synced(self) -> None:
+        """Set the connection's `fsync_mode` back to 'standard' if a job commit left it 'none'."""
+        if self._unsynced:
+            self._con.execute("SET fsync_mode = 'standard'")
+            self._unsynced = False
 
     def _attach(self) -> None:
         """Attach the file to the private instance (read-only for a reader) and make it the default."""
@@ -146,15 +157,24 @@ class FileLease:
         except duckdb.Error:
             pass
         try:
+            self._synced()  # DETACH may checkpoint the file: never unsynced
+        except duckdb.Error as exc:  # pragma: no cover - DuckDB refuses a SET only on a broken connection
+            log.warning("store %s: could not set fsync_mode back before letting go of the file: %s", self.path, exc)
+        try:
             con.execute("USE memory")
             con.execute(f"DETACH {DB}")
         except duckdb.Error as exc:  # pragma: no cover - the file stays attached until the store closes
             log.warning("store %s: could not let go of the file: %s", self.path, exc)
 
     @contextmanager
-    def _session(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """Hold the file for one operation: the store's lock, then the file attached (nested calls share it)."""
+    def _session(self, *, unsynced: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """Hold the file for one operation: the store's lock, then the file attached (nested calls share it).
+
+        The connection's `fsync_mode` is 'standard' inside, unless `unsynced` (the job tables, duckdb_jobs.py:
+        their commits may run unsynced, and their reads commit nothing)."""
         with self._lock:
+            if not unsynced:
+                self._synced()
             if self._depth or self._lockfile is None:
                 self._depth += 1
                 try:

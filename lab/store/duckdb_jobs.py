@@ -9,9 +9,13 @@ durable"): on a store opened without `fsync=True` a job transaction's commit rea
 survives SIGKILL) but is not synced to the disk, as the journal's writes are not; with
 `fsync=True` it is synced. DuckDB syncs its WAL at every commit, which on a busy disk cost a
 delegated station most of its time (issue 27 item 4), so the commit runs with `fsync_mode =
-'none'` and the mode is set back right after. Never while DuckDB might checkpoint at that commit
-(a WAL near its threshold): an unsynced checkpoint could damage the file itself on a power loss,
-not only lose the last rows.
+'none'`. Never while DuckDB might checkpoint at that commit (a WAL near its threshold): an
+unsynced checkpoint could damage the file itself on a power loss, not only lose the last rows.
+The mode is left 'none' for the next job commit (a SET costs a DuckDB statement, a station has
+two job commits), and every other use of the connection sets it back first: every operation
+but the job tables' own (`_session`), letting go of the file (DETACH may checkpoint), closing,
+and the end of a job transaction run inside another operation. So a checkpoint, a fold, a
+migration or any other commit is synced as before.
 """
 
 from __future__ import annotations
@@ -32,6 +36,24 @@ UNSYNCED_WAL_LIMIT = 4 * 1024 * 1024
 """A job commit is left unsynced only while the WAL is under this size (DuckDB checkpoints at 16 MiB)."""
 
 
+class _Begun:
+    """A job transaction's connection: its first statement opens the transaction, `BEGIN; <statement>` in
+    one call (DuckDB runs every statement but the last without parameters)."""
+
+    __slots__ = ("con", "begun")
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.begun = False
+        """A statement was sent: the transaction may be open (ROLLBACK on error, else COMMIT)."""
+
+    def execute(self, sql: str, parameters: Any = None) -> duckdb.DuckDBPyConnection:
+        if not self.begun:
+            self.begun = True
+            sql = "BEGIN; " + sql
+        return self.con.execute(sql, parameters)
+
+
 class DuckDBJobs(JobTables):
     """`JobTables` on the DuckDB store's connection."""
 
@@ -42,36 +64,50 @@ class DuckDBJobs(JobTables):
     _session: Any
     _check_writable: Any
     _check_open: Any
+    _synced: Any
+    _unsynced: bool
+    _depth: int
     fsync: bool
     path: str
 
     @contextmanager
-    def _job_tx(self, request_id: str) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The store's connection inside BEGIN ... COMMIT (ROLLBACK on error), errors translated."""
+    def _job_tx(self, request_id: str) -> Iterator[_Begun]:
+        """The store's connection inside BEGIN ... COMMIT (ROLLBACK on error), errors translated.
+
+        BEGIN rides in the transaction's first statement (one call, `_Begun`); the commit is unsynced
+        while `_commit_unsynced` allows it, and the connection is left so for the next job commit (two
+        statements fewer a transaction): every other use of it sets it back first (`FileLease._synced`),
+        and a job transaction inside another operation sets it back at once."""
         self._check_writable()
         with self._jobs_reading() as con:
-            con.execute("BEGIN")
+            tx = _Begun(con)
             try:
-                yield con
+                yield tx
             except BaseException as exc:
-                try:
-                    con.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass
+                if tx.begun:
+                    try:
+                        con.execute("ROLLBACK")
+                    except duckdb.Error:
+                        pass
                 if isinstance(exc, duckdb.Error):
                     raise StoreError(f"cannot record the agent job: {str(exc).splitlines()[0]}") from None
                 raise
+            if not tx.begun:  # nothing was written
+                return
             unsynced = self._commit_unsynced()
             try:
-                if unsynced:
-                    con.execute("SET fsync_mode = 'none'")
-                con.execute("COMMIT")
+                if unsynced != self._unsynced:
+                    self._unsynced = True  # it may be 'none' from here on, whatever happens: set back before other uses
+                    con.execute(f"SET fsync_mode = '{'none' if unsynced else 'standard'}'; COMMIT")
+                    self._unsynced = unsynced
+                else:
+                    con.execute("COMMIT")
             except duckdb.Error as err:
                 con.execute("ROLLBACK")
                 raise StoreError(f"cannot record the agent job: {str(err).splitlines()[0]}") from None
             finally:
-                if unsynced:
-                    con.execute("SET fsync_mode = 'standard'")
+                if self._depth > 1:  # inside another operation, which may commit after this: synced again
+                    self._synced()
 
     def _key_conflict(self, exc: BaseException) -> bool:
         return isinstance(exc, duckdb.ConstraintException)
@@ -92,7 +128,7 @@ class DuckDBJobs(JobTables):
     def _jobs_reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """The connection for the job tables, without folding the journal first: jobs never go
         through the journal, so a fold (milliseconds while a run writes) would buy nothing here."""
-        with self._session() as con:  # the file attached for this operation (docs/store.md "Who holds what")
+        with self._session(unsynced=True) as con:  # the file attached for this operation (docs/store.md "Who holds what")
             self._check_open()
             try:
                 yield con
