@@ -10,7 +10,6 @@ comparison's widget builds from the comparison alone; bad arguments are clear `A
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 
 from lab import Lab
 from lab.errors import ArgumentError
+from lab.share.page import page_data as read_page_data
 from lab.widgets.compare_view import CompareView
 from tests.conftest import Counter, Inc, declare_counter
 from tests.integration.control_graphs import CHILD, Laps, Prepare, child_graph, parent_graph
@@ -26,9 +26,7 @@ from tests.integration.gate_graphs import Draft, Mail, declare_mail
 
 
 def page_data(path: Path) -> dict[str, Any]:
-    text = path.read_text()
-    start = text.index('id="gl-data">') + len('id="gl-data">')
-    return json.loads(text[start : text.index("</script>", start)])
+    return read_page_data(path.read_text())
 
 
 @pytest.fixture
