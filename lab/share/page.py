@@ -17,7 +17,13 @@ from typing import Any
 
 from .page_script import SCRIPT, STYLE
 
-__all__ = ("page_html", "json_block", "comparison_html", "csp", "COMPARISON_STYLE")
+__all__ = ("page_html", "page_data", "json_block", "comparison_html", "csp", "COMPARISON_STYLE", "EVENT_COLUMNS")
+
+EVENT_COLUMNS = ("seq", "kind", "node", "attempt", "cp", "payload", "at")
+"""An event's keys (collect.events_of) in the order the page's data block stores them: each event is
+written as a row of values, `{"columns": EVENT_COLUMNS, "rows": [[...], ...]}`, not as an object
+repeating its seven keys (a long parallel run has ~9 events a step); the page's script rebuilds
+the objects once, when it loads."""
 
 _JSON_ESCAPES = (
     ("<", "\\u003c"),
@@ -35,6 +41,25 @@ def json_block(data: Any) -> str:
         if bad in text:
             text = text.replace(bad, escaped)
     return text
+
+
+def _packed(run: dict[str, Any]) -> dict[str, Any]:
+    events = run.get("events")
+    if not isinstance(events, list):
+        return run
+    rows = [[e.get(k) for k in EVENT_COLUMNS] for e in events]
+    return {**run, "events": {"columns": list(EVENT_COLUMNS), "rows": rows}}
+
+
+def page_data(html: str) -> dict[str, Any]:
+    """The data block of a page `page_html` wrote, as `collect` made it (events as objects again)."""
+    start = html.index('id="gl-data">') + len('id="gl-data">')
+    data = json.loads(html[start : html.index("</script>", start)])
+    for run in data.get("runs", []):
+        events = run.get("events")
+        if isinstance(events, dict):
+            run["events"] = [dict(zip(events["columns"], row, strict=True)) for row in events["rows"]]
+    return data
 
 
 def csp(script: str = SCRIPT) -> str:
@@ -204,7 +229,7 @@ def page_html(
     compared = ""
     if comparison is not None:
         compared = f'<section class="gl-compare"><h2>Comparison</h2>{comparison_html(*comparison)}</section>'
-    data = {"version": 1, "title": title, "runs": runs}
+    data = {"version": 2, "title": title, "runs": [_packed(run) for run in runs]}
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{escape(csp(), quote=False)}">'

@@ -45,6 +45,15 @@ SCRIPT = r"""
 (function () {
   "use strict";
   var doc = JSON.parse(document.getElementById("gl-data").textContent);
+  doc.runs.forEach(function (run) {  // events come as rows of values (lab/share/page.py EVENT_COLUMNS)
+    var ev = run.events;
+    if (!ev || Array.isArray(ev)) return;
+    run.events = ev.rows.map(function (row) {
+      var e = {};
+      ev.columns.forEach(function (c, k) { e[c] = row[k]; });
+      return e;
+    });
+  });
   var START = "__start__", END = "__end__", ARROW = "\u2192";
 
   function el(tag, cls, text) {

@@ -10,7 +10,6 @@ comparison's widget builds from the comparison alone; bad arguments are clear `A
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 
 from lab import Lab
 from lab.errors import ArgumentError
+from lab.share.page import page_data as read_page_data
 from lab.widgets.compare_view import CompareView
 from tests.conftest import Counter, Inc, declare_counter
 from tests.integration.control_graphs import CHILD, Laps, Prepare, child_graph, parent_graph
@@ -26,9 +26,7 @@ from tests.integration.gate_graphs import Draft, Mail, declare_mail
 
 
 def page_data(path: Path) -> dict[str, Any]:
-    text = path.read_text()
-    start = text.index('id="gl-data">') + len('id="gl-data">')
-    return json.loads(text[start : text.index("</script>", start)])
+    return read_page_data(path.read_text())
 
 
 @pytest.fixture
@@ -180,3 +178,38 @@ def test_bad_arguments_are_named(lab, tmp_path) -> None:
         run.export_html(tmp_path)
     with pytest.raises(ArgumentError, match="nothing to export"):
         lab.export_html([], tmp_path / "x.html")
+
+
+def test_the_export_pauses_the_cycle_collector_and_restores_it(lab, tmp_path, monkeypatch) -> None:
+    import gc
+
+    from lab.share import collect
+
+    run = declare_counter(lab, "gc_counter").start(Inc(), state=Counter())
+    run.run()
+    seen: list[bool] = []
+
+    def waits(stored_run: Any) -> Any:
+        seen.append(gc.isenabled())
+        return collect.waits_of(stored_run)
+
+    monkeypatch.setitem(collect.SECTIONS, "waits", waits)
+    assert gc.isenabled()
+    run.export_html(tmp_path / "a.html")
+    assert seen == [False] and gc.isenabled()  # paused while the page was built, then back on
+
+    def broken(stored_run: Any) -> Any:
+        raise RuntimeError("a reader failed")
+
+    monkeypatch.setitem(collect.SECTIONS, "waits", broken)
+    with pytest.raises(RuntimeError, match="a reader failed"):
+        run.export_html(tmp_path / "b.html")
+    assert gc.isenabled()  # restored when the export fails too
+
+    monkeypatch.setitem(collect.SECTIONS, "waits", waits)
+    gc.disable()
+    try:
+        run.export_html(tmp_path / "c.html")
+        assert not gc.isenabled()  # left off when it was off
+    finally:
+        gc.enable()

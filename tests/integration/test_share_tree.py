@@ -16,7 +16,6 @@ Scenarios:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -25,15 +24,14 @@ from typing import Any
 import pytest
 
 from lab import Lab
+from lab.share.page import page_data as read_page_data
 from lab.widgets import RunWidget
 from tests.conftest import Counter, Inc, declare_counter
 from tests.unit.test_widgets_parallel import declare_squares, fan_graph
 
 
 def page_data(path: Path) -> dict[str, Any]:
-    text = path.read_text()
-    start = text.index('id="gl-data">') + len('id="gl-data">')
-    return json.loads(text[start : text.index("</script>", start)])
+    return read_page_data(path.read_text())
 
 
 @pytest.fixture

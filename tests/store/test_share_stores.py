@@ -6,16 +6,14 @@ with the same checkpoints, events and comparison on either backend.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from lab.share.page import page_data as read_page_data
 from tests.conftest import Counter, Inc, declare_counter
 
 
 def _runs(path: Path) -> list[dict]:
-    text = path.read_text()
-    start = text.index('id="gl-data">') + len('id="gl-data">')
-    return json.loads(text[start : text.index("</script>", start)])["runs"]
+    return read_page_data(path.read_text())["runs"]
 
 
 def test_export_and_compare_on_both_stores(lab, tmp_path) -> None:

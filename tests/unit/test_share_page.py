@@ -14,7 +14,7 @@ import json
 import re
 
 from lab.render import START, GraphSpec, SpecEdge, SpecNode, layout, overlay_two_paths
-from lab.share.page import comparison_html, csp, json_block, page_html
+from lab.share.page import EVENT_COLUMNS, comparison_html, csp, json_block, page_data, page_html
 from lab.share.page_script import SCRIPT
 
 HOSTILE = ["</script><script>alert(1)</script>", "<!-- x", "a & b", "\u2028\u2029", "<img src=x onerror=alert(2)>"]
@@ -25,6 +25,23 @@ def test_the_json_block_escapes_every_closing_sequence_and_round_trips() -> None
     for bad in ("<", ">", "&", "\u2028", "\u2029"):
         assert bad not in text
     assert json.loads(text) == {"state": HOSTILE, "<key>": "</SCRIPT>"}
+
+
+def test_events_are_stored_as_rows_and_read_back_as_objects() -> None:
+    events = [
+        {"seq": 0, "kind": "entered", "node": "a", "attempt": 1, "cp": 0, "payload": {"task": 1}, "at": "t0"},
+        {"seq": 1, "kind": "settled", "node": "a", "attempt": 1, "cp": 1, "payload": {"x": HOSTILE}, "at": None},
+    ]
+    html = page_html("t", [{**_run(), "events": events}], {"g@1": "<svg></svg>"})
+    start = html.index('id="gl-data">') + len('id="gl-data">')
+    raw = json.loads(html[start : html.index("</script>", start)])
+    assert raw["version"] == 2
+    assert raw["runs"][0]["events"] == {
+        "columns": list(EVENT_COLUMNS),
+        "rows": [[e[k] for k in EVENT_COLUMNS] for e in events],
+    }
+    assert '"kind":' not in html  # no event repeats its keys
+    assert page_data(html)["runs"][0]["events"] == events
 
 
 def _run(run_id: str = "r1") -> dict:
