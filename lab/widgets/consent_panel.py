@@ -145,6 +145,11 @@ class AnswerPanel:
         owner = self.shown_owner
         if owner is None and (self.sent or self.elsewhere) or owner is not None and owner == self.sent:
             return  # a late click (or Enter) for a wait answered here or elsewhere: nothing to do
+        if self.sent is not None and view.busy:
+            # the Run this panel's answer started still holds the run: no wait of it can be answered
+            # now (the answer would fail "running in another task" and, forgetting `sent`, call the
+            # panel's own answer one given elsewhere), whatever wait a refresh shows meanwhile
+            return
         for btn in self.buttons:  # before any work: a click that follows finds them off
             btn.disabled = True
         if view.closed:

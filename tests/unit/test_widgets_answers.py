@@ -104,6 +104,27 @@ def test_a_double_click_on_approve_answers_once_and_reports_no_failure(mem_lab):
     assert message.count("Approved") == 1 and "the run goes on" in message
 
 
+def test_a_late_click_while_the_answers_run_goes_on_does_nothing_whatever_wait_is_shown(mem_lab):
+    """A full suite's browser run (ci2, 2026-12-06) ended "Approve failed: RunStateError: ... running in
+    another task ... answered elsewhere: now done": a late click went through while the Run the
+    verdict started held the run. However the panel's shown wait reads at that moment (here: another
+    owner, as a refresh could show), the panel answers nothing until its Run is over."""
+    run = _parked(mem_lab, "ship4")
+    w = RunWidget(run)
+    w.approve_btn.click()
+    assert w.busy
+    w.answers.shown_owner = "another-wait"  # what a refresh during the Run might show
+    w.approve_btn.click()
+    w.deny_btn.click()
+    message = w.message.value
+    assert "failed" not in message and "answered elsewhere" not in message, message
+    assert w.wait(30)
+    assert run.status == "done" and len(run.events("verdict")) == 1
+    w.refresh()
+    message = w.message.value
+    assert "failed" not in message and "answered elsewhere" not in message, message
+
+
 def test_a_wait_answered_in_another_cell_is_said_so(mem_lab):
     """issue 25 item 2: the view shows that its wait moved on elsewhere, and its buttons go."""
     run = _parked(mem_lab, "ship2")
