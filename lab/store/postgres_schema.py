@@ -90,6 +90,14 @@ _CP_COLUMNS = (
     "created_at double precision, counters jsonb"
 )
 
+
+_REFUSE_TAKEN_CHECKPOINT = (
+    "IF FOUND THEN RAISE EXCEPTION USING ERRCODE = 'GLCPX', MESSAGE = c.run_id, DETAIL = c.seq::text, "
+    "HINT = left(c.stored::text, 300) || ' | ' || left(c.given::text, 300); END IF;"
+)
+"""Both write paths' refusal of a different checkpoint under a taken `(run_id, seq)`: `c` holds the
+stored row and the given one (SQLSTATE `GLCPX`, which postgres_store.py turns into the lab's error)."""
+
 WRITE_FUNCTION = f"""
 CREATE OR REPLACE FUNCTION graphlab_write(rows jsonb) RETURNS void LANGUAGE plpgsql AS $fn$
 -- Graph Lab's write function (postgres_schema.py): a statement runs only for the kinds of rows given
@@ -153,10 +161,7 @@ BEGIN
                         OR k.next IS DISTINCT FROM nullif(f_row->'next', 'null')
                         OR k.output IS DISTINCT FROM nullif(f_row->'output', 'null')
                         OR k.counters IS DISTINCT FROM nullif(f_row->'counters', 'null'));
-                    IF FOUND THEN
-                        RAISE EXCEPTION USING ERRCODE = 'GLCPX', MESSAGE = c.run_id, DETAIL = c.seq::text,
-                            HINT = left(c.stored::text, 300) || ' | ' || left(c.given::text, 300);
-                    END IF;
+                    {_REFUSE_TAKEN_CHECKPOINT}
                 END IF;
             END IF;
         END LOOP;
@@ -214,10 +219,7 @@ BEGIN
                 OR k.state IS DISTINCT FROM x.state OR k.next IS DISTINCT FROM x.next
                 OR k.output IS DISTINCT FROM x.output OR k.counters IS DISTINCT FROM x.counters)
             LIMIT 1;
-            IF FOUND THEN
-                RAISE EXCEPTION USING ERRCODE = 'GLCPX', MESSAGE = c.run_id, DETAIL = c.seq::text,
-                    HINT = left(c.stored::text, 300) || ' | ' || left(c.given::text, 300);
-            END IF;
+            {_REFUSE_TAKEN_CHECKPOINT}
         END IF;
     END IF;
 
