@@ -347,20 +347,19 @@ class Journal:
             j += 1
             if row is last:
                 row["end"] = True  # the last key of the line: a reader cuts a live journal after `,"end":true}`
-            if row.get("t") == "call":
-                # a recorded call's request and response are `Encoded`: spliced at once, not after
-                # encoders that fail on them (an exception, and the row half serialized, every call)
-                line = _spliced(row)
-            else:
+            spliced = False
+            try:
+                line = _compiled_dumps(row, None, _COMPILED_ONLY_PLAIN)
+            except TypeError:  # a value orjson does not write as pydantic-core would (orjson.JSONEncodeError)
+                # a recorded call's request and response are `Encoded`: spliced at once, not after a
+                # `to_json` that fails on them too (an exception, and the row half serialized, every call)
+                spliced = row.get("t") == "call"
+                line = _spliced(row) if spliced else b"null"
+            if not spliced and line.find(b"null") >= 0:  # a None, a NaN orjson wrote as null, or a type it refused: pydantic-core's line
                 try:
-                    line = _compiled_dumps(row, None, _COMPILED_ONLY_PLAIN)
-                except TypeError:  # a value orjson does not write as pydantic-core would (orjson.JSONEncodeError)
-                    line = b"null"
-                if line.find(b"null") >= 0:  # a None, a NaN orjson wrote as null, or a type it refused: pydantic-core's line
-                    try:
-                        line = to_json(row)  # no `fallback=str` here (it costs on every row): `_dumps_unusual` retries with it
-                    except PydanticSerializationError:
-                        line = _dumps_unusual(row)  # splices Encoded values, escapes observations, or names the field it refuses
+                    line = to_json(row)  # no `fallback=str` here (it costs on every row): `_dumps_unusual` retries with it
+                except PydanticSerializationError:
+                    line = _dumps_unusual(row)  # splices Encoded values, escapes observations, or names the field it refuses
             if len(line) > MAX_LINE:
                 raise _too_large(row, len(line))
             parts.append(line)
