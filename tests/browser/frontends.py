@@ -20,6 +20,12 @@ FRONTENDS = ("jupyterlab", "notebook7")
 FIRST_CLICK = 60_000
 """Run All's first click until a cell is queued (ms); past it the page is reloaded and Run All clicked again."""
 
+SESSION_SETTLES = 30_000
+"""A notebook page until the server holds one idle kernel for it that the page is connected to (ms).
+
+Past it the test goes on as before: the frontend may have started no kernel yet (it then asks
+which kernel at Run All, `accept_kernel_choice`)."""
+
 
 def open_notebook(page, server: Server, path: str, frontend: str) -> None:  # type: ignore[no-untyped-def]
     """Open `path` (relative to the server's root) in `frontend` and wait for its cells."""
@@ -38,6 +44,43 @@ def open_notebook(page, server: Server, path: str, frontend: str) -> None:  # ty
         expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first).to_be_attached(
             timeout=KERNEL_UP
         )
+    page.lab_server, page.lab_path = server, path  # for `run_all`: which session to watch on the server
+    session_kernel(server, path, settle=True)
+
+
+def session_kernel(server: Server, path: str, *, settle: bool = False) -> str | None:
+    """The id of the kernel the server's session for `path` holds (None: no session).
+
+    With `settle`, first wait (up to SESSION_SETTLES) until the session's kernel is idle with the
+    page connected to it and every kernel on the server belongs to a session, the same on two polls
+    in a row. A Notebook 7 page opened at
+    load has started three kernels in its first second, replacing two (the server's log: "Kernel
+    started" x3, "Kernel shutdown" x2); a Run All clicked in between ran two cells on a kernel that
+    was then replaced, and the frontend un-queued the rest without an error.
+    """
+    deadline = time.monotonic() + (SESSION_SETTLES / 1000 if settle else 0)
+    seen: tuple[str, ...] | None = None
+    while True:
+        every = server.api("GET", "/api/sessions") or []
+        sessions = [s for s in every if s.get("path") == path]  # type: ignore[union-attr]
+        kernel = (sessions[0].get("kernel") or {}) if len(sessions) == 1 else {}
+        if not settle:
+            return kernel.get("id")
+        kernels = {k["id"]: k for k in server.api("GET", "/api/kernels") or []}  # type: ignore[union-attr]
+        held = {(s.get("kernel") or {}).get("id") for s in every}  # type: ignore[union-attr]
+        mine = kernels.get(kernel.get("id", ""), {})
+        ready = (
+            set(kernels) <= held  # no kernel being started or replaced outside a session
+            and mine.get("execution_state") == "idle"
+            and mine.get("connections", 0) >= 1  # the page is connected to it
+        )
+        state = tuple(sorted(f"{k}:{v.get('execution_state')}:{v.get('connections', 0)}" for k, v in kernels.items()))
+        if ready and state == seen:
+            return kernel["id"]
+        seen = state if ready else None
+        if time.monotonic() > deadline:
+            return kernel.get("id")
+        time.sleep(0.2)  # a poll of the server's REST API: no event tells when a kernel settles
 
 
 def run_all(page) -> None:  # type: ignore[no-untyped-def]
@@ -45,6 +88,8 @@ def run_all(page) -> None:  # type: ignore[no-untyped-def]
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
+    server: Server | None = getattr(page, "lab_server", None)
+    before = session_kernel(server, page.lab_path) if server is not None else None
     click_run_all_cells(page)
     prompts = page.locator(".jp-CodeCell .jp-InputPrompt")
     try:
@@ -75,7 +120,35 @@ def run_all(page) -> None:  # type: ignore[no-untyped-def]
     )
     texts = prompts.all_inner_texts()
     unrun = [i for i, t in enumerate(texts) if not re.search(r"\[\d+\]", t)]
-    assert not unrun, f"Run All stopped before code cells {unrun}; what the notebook shows:\n{outputs_text(page)}"
+    if unrun and server is not None:
+        after = session_kernel(server, page.lab_path)
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count()
+        if after != before and before is not None and not errors:
+            # The frontend replaced the session's kernel under Run All (see `session_kernel`): the
+            # cells it had sent ran on a kernel that is gone and the rest were un-queued, with no
+            # error. The new kernel is fresh, so run the notebook again on it, as a person would.
+            session_kernel(server, page.lab_path, settle=True)
+            click_run_all_cells(page)
+            accept_kernel_choice(page)
+            page.wait_for_function(  # every cell ran, or one failed (its error output is stderr)
+                "() => [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].every(p => /\\[\\d+\\]/.test(p.textContent))"
+                " || document.querySelector(\".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']\") !== null",
+                timeout=RUN_ALL,
+            )
+            texts = prompts.all_inner_texts()
+            unrun = [i for i, t in enumerate(texts) if not re.search(r"\[\d+\]", t)]
+    if unrun:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        log = SCREENSHOTS / f"run-all-stopped-{int(time.time())}-server.log"
+        if server is not None:
+            log.write_bytes(server.log.read_bytes())
+            sessions, kernels = server.api("GET", "/api/sessions"), server.api("GET", "/api/kernels")
+        else:
+            sessions = kernels = "?"
+        raise AssertionError(
+            f"Run All stopped before code cells {unrun}; sessions {sessions}, kernels {kernels}, kernel before Run "
+            f"All {before}, server log {log}; what the notebook shows:\n{outputs_text(page)}"
+        )
 
 
 def accept_kernel_choice(page, timeout: int = KERNEL_UP) -> None:  # type: ignore[no-untyped-def]
