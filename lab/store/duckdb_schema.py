@@ -129,11 +129,14 @@ class SchemaChecks:
     def _migrate(self) -> None:
         con = self._con
         version = self._version()
-        for v in range(version, SCHEMA_VERSION):
+        if version < SCHEMA_VERSION:
+            # one transaction for every step: a store is upgraded whole or not at all, and a new
+            # store costs one commit (one WAL sync) instead of one per schema version
             con.execute("BEGIN")
-            for stmt in MIGRATIONS[v]:
-                con.execute(stmt)
-            con.execute(DUCKDB.upsert("meta", q.META_COLUMNS, "key"), ["schema_version", str(v + 1)])
+            for v in range(version, SCHEMA_VERSION):
+                for stmt in MIGRATIONS[v]:
+                    con.execute(stmt)
+            con.execute(DUCKDB.upsert("meta", q.META_COLUMNS, "key"), ["schema_version", str(SCHEMA_VERSION)])
             con.execute("COMMIT")
         self._check_tables(version)
 
