@@ -186,18 +186,19 @@ _ALL_OUT, _ALL_IN, _BY_STEPS = 1, 2, 3
 holds (its one way in), or the tasks of `b` in the steps right after one that settled `a`."""
 
 
-_FLOWS: dict[tuple[int, frozenset[str]], tuple[GraphSpec, _Flow]] = {}
+_FLOWS: dict[tuple[int, frozenset[str] | None], tuple[GraphSpec, _Flow]] = {}
 
 
 def _flow_of(spec: GraphSpec, passing: Iterable[str] | None) -> _Flow:
     """The spec's `_Flow`, made once per spec (and `passing`) and kept: a long run's export asks for
     the overlay of every step, and the graph's shape is the same at each."""
-    through = frozenset(passing if passing is not None else (n.id for n in spec.nodes if n.kind in _PASSING))
-    key = (id(spec), through)
+    given = None if passing is None else frozenset(passing)
+    key = (id(spec), given)
     hit = _FLOWS.get(key)
     if hit is None or hit[0] is not spec:
         if len(_FLOWS) >= 64:
             _FLOWS.clear()
+        through = given if given is not None else frozenset(n.id for n in spec.nodes if n.kind in _PASSING)
         hit = _FLOWS[key] = (spec, _Flow(spec, through))
     return hit[1]
 
