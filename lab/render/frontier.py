@@ -17,13 +17,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .overlay import Overlay
 from .spec import END, START, GraphSpec
 
 _PASSING = frozenset({"map", "broadcast", "join", "decision"})
 
-__all__ = ("ForkFrame", "FrontierTask", "JoinProgress", "StepTally", "join_counts", "overlay_from_frontier")
+__all__ = (
+    "ForkFrame", "FrontierTask", "JoinProgress", "StepTally", "join_counts", "overlay_from_frontier", "flow_json",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +182,18 @@ def overlay_from_frontier(
         tasks={s: n for s, n in pending.items() if n > 1},
         joins=join_counts(frontier, accs, parent_forks or {}) if not done else {},
     )
+
+
+def flow_json(spec: GraphSpec) -> dict[str, list[Any]]:
+    """What `overlay_from_frontier` reads of the graph, as JSON: every node in drawing order, each edge
+    once (`[src, dst]`, in order), the nodes results pass through and the joins. A shared page's
+    script counts each step's overlay from it as this module does (lab/share/page_script.py)."""
+    return {
+        "nodes": [n.id for n in spec.nodes],
+        "edges": [[a, b] for a, b in dict.fromkeys((e.src, e.dst) for e in spec.edges)],
+        "passing": [n.id for n in spec.nodes if n.kind in _PASSING],
+        "joins": [n.id for n in spec.nodes if n.kind == "join"],
+    }
 
 
 _ALL_OUT, _ALL_IN, _BY_STEPS = 1, 2, 3

@@ -6,8 +6,9 @@ code is not defined here, exports the same. The result is the page's data model 
 
     {"id", "graph", "revision", "status", "head", "parent_run", "parent_seq", "error", "output",
      "drawing": key into the page's drawings, "marks": {station: its kind mark}, "parallel",
+     "flow" (a parallel run's graph flow, from which the page's script draws each step: step_data),
      "checkpoints": [{"seq", "parent", "status", "station", "next": [{"node", "fields"}], "state",
-                      "lit" (a parallel run's frontier drawn: lab/share/tree.py)}] (every checkpoint
+                      "step" (a parallel run's super-step: lab/share/tree.py step_data)}] (every checkpoint
                       of the tree, by seq),
      "branches": [{"label", "tip", "seqs", "head"}] (the head's branch first),
      "events": [{"seq", "kind", "node", "attempt", "cp", "payload", "at"}] (read as the store's rows,
@@ -221,7 +222,7 @@ def run_data(
     """One run as the page's plain JSON data (the module docstring names every key)."""
     rec = run.record
     key, marks, parallel = drawing_of(run, drawings, labels)
-    checkpoints, found = tree_data(run, upto, parallel)
+    checkpoints, found, flow = tree_data(run, upto, parallel)
     data: dict[str, Any] = {
         "id": run.id,
         "graph": rec.graph_key,
@@ -239,6 +240,8 @@ def run_data(
         "checkpoints": checkpoints,
         "branches": found,
     }
+    if flow is not None:
+        data["flow"] = flow
     for name, read in SECTIONS.items():
         data[name] = read(run)
     data["children"] = [
