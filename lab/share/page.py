@@ -266,7 +266,7 @@ def page_html(
     compared = ""
     if comparison is not None:
         compared = f'<section class="gl-compare"><h2>Comparison</h2>{comparison_html(*comparison)}</section>'
-    data = {"version": 2, "title": title, "runs": [_packed(run) for run in runs]}
+    data = {"version": 3, "title": title, "runs": [_packed(run) for run in runs]}
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{escape(csp(), quote=False)}">'

@@ -70,7 +70,7 @@ def test_events_are_stored_as_rows_and_read_back_as_objects() -> None:
     html = page_html("t", [{**_run(), "events": events}], {"g@1": "<svg></svg>"})
     start = html.index('id="gl-data">') + len('id="gl-data">')
     raw = json.loads(html[start : html.index("</script>", start)])
-    assert raw["version"] == 2
+    assert raw["version"] == 3
     assert raw["runs"][0]["events"] == {
         "columns": list(EVENT_COLUMNS),
         "rows": [[e[k] for k in EVENT_COLUMNS] for e in events],
