@@ -7,9 +7,11 @@ leaf), the head's branch first. Exporting one branch (`(run, seq)`) gives that b
 
 A parallel run's checkpoint is a super-step: it is drawn as the run widget draws it
 (lab/render/steps.py): every pending task lit (`▶ ×5` on a mapped step), each open join's
-`k of n`, the stations earlier steps settled, the edges taken with their counts. Those overlays
-are worked out here, in Python, with the renderer's own code, and go into the data as classes
-and mark lines per node and counts per edge (`lit`), so the page's script only applies them.
+`k of n`, the stations earlier steps settled, the edges taken with their counts. The data holds
+what each step settled and left pending (`step_data`, read with the renderer's own code) and the
+graph's flow; the page's script counts each step's overlay from them as lab/render/frontier.py
+does, when the step is shown (a long run's page would otherwise carry ~460 B of drawing a step).
+`lit_data` is that count in Python, the reference the tests hold the script and the widget to.
 """
 
 from __future__ import annotations
