@@ -442,6 +442,11 @@ class StoredRun:
         """Everything observed during the run, in order; `kind` filters (say `"failed"`)."""
         return self._store.events(self.id, kind=kind)
 
+    def event_rows_json(self) -> str:
+        """The run's events, in order, as one JSON text of rows (`records.EVENT_ROW`), made by the store
+        in one read: what an exported page embeds, without a record per event (docs/share.md)."""
+        return self._store.event_rows_json(self.id)
+
     def waits(self) -> list[Any]:
         """Every wait of the run, oldest first, with its answer once given."""
         return self._store.waits(self.id)

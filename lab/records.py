@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NewType
 
 __all__ = (
+    "EVENT_ROW",
     "RunId",
     "Status",
     "TERMINAL_STATUSES",
@@ -135,6 +136,12 @@ class EventRecord:
     """The checkpoint this event led to (settled) or started from (entered)."""
     payload: dict[str, Any] = field(default_factory=dict)
     created_at: datetime = field(default_factory=utcnow)
+
+
+EVENT_ROW = ("seq", "kind", "node_id", "attempt", "checkpoint_seq", "payload", "created_at")
+"""The fields of an `EventRecord` as a row of `Store.event_rows_json` (a run's events in one JSON text,
+what an exported page embeds): the payload an object (`{}` when absent), `created_at` an ISO-8601
+text to the millisecond, UTC without an offset (`2026-12-06T08:02:35.123`)."""
 
 
 @dataclass(frozen=True, slots=True)

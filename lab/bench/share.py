@@ -11,7 +11,7 @@ the end. Measures, each the median of `--repeat` samples:
   memory (`Graph.run`, no lab), measured in the same process;
 - a parallel run's export (`--parallel-rounds`, default 100: a map of 8 and its join in a loop,
   two super-steps a round), whose page draws every step's frontier, against raw pydantic-graph
-  running the same loop; and, of that export, reading the checkpoints and drawing every step,
+  running the same loop; and, of that export, reading the checkpoints and each step's data the page draws from,
   and the bytes a checkpoint stores (its `next`: every task with its fork stack). Each task's
   fork stack grows a frame a round, as pydantic-graph's own does; it is stored folded (a repeat
   block for the rounds: lab/fork_stacks.py), so the stored bytes a checkpoint stay flat.
@@ -38,7 +38,7 @@ from pydantic_graph.join import reduce_list_append
 
 from .. import Lab
 from ..render import spec_from_manifest
-from ..share.tree import lit_data
+from ..share.tree import step_data
 
 __all__ = ("main", "measure", "TARGET_S", "TARGET_MB")
 
@@ -168,7 +168,7 @@ def measure_parallel(rounds: int = 100, repeat: int = 3) -> dict[str, float]:
             manifest = stored_run.manifest()
             assert manifest is not None
             spec = spec_from_manifest(manifest)
-            out["draw_s"], _ = _median(lambda: lit_data(stored_run, tree, spec), repeat)  # type: ignore[arg-type]
+            out["draw_s"], _ = _median(lambda: step_data(stored_run, tree, spec), repeat)  # type: ignore[arg-type]
         finally:
             lab.close()
     raw = map_loop(GraphBuilder(state_type=Rounds, input_type=list[int], output_type=int)).build()
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {1e3 * p['read_s'] / m:.2f} ms a step | |"
         )
         print(
-            f"| of which: drawing its {m:,} steps (`lit_data`) | {p['draw_s']:.2f} s | {p['draw_s'] / p['raw_s']:.1f} "
+            f"| of which: its {m:,} steps for the page to draw (`step_data`) | {p['draw_s']:.2f} s | {p['draw_s'] / p['raw_s']:.1f} "
             f"| {1e3 * p['draw_s'] / m:.2f} ms a step | |"
         )
     return 0

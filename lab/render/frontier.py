@@ -17,13 +17,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .overlay import Overlay
 from .spec import END, START, GraphSpec
 
 _PASSING = frozenset({"map", "broadcast", "join", "decision"})
 
-__all__ = ("ForkFrame", "FrontierTask", "JoinProgress", "StepTally", "join_counts", "overlay_from_frontier")
+__all__ = (
+    "ForkFrame", "FrontierTask", "JoinProgress", "StepTally", "join_counts", "overlay_from_frontier", "flow_json",
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,17 +151,22 @@ def overlay_from_frontier(
     settled = tally.settled
     pending = Counter({END: 1}) if done else Counter(t.node_id for t in frontier)
     accs = list(accumulators)
-    through = frozenset(passing if passing is not None else (n.id for n in spec.nodes if n.kind in _PASSING))
-    joins = {n.id for n in spec.nodes if n.kind == "join"}
-    edges = list(dict.fromkeys((e.src, e.dst) for e in spec.edges))
-    flow = _Flow(edges, through, settled, pending, {a.join_id for a in accs})
-    traversed = flow.traversed(tally)
+    flow = _flow_of(spec, passing)
+    counted, taken = flow.route(settled, pending, frozenset(a.join_id for a in accs))
+    traversed: Counter[tuple[str, str]] = Counter()
+    for a, b, how in taken:
+        if how == _ALL_OUT:
+            n = settled[a]
+        elif how == _ALL_IN:
+            n = settled[b] + pending[b]
+        else:  # the tasks of `b` in each step after one that settled `a`; after the last step, the pending ones
+            n = tally.pairs[(a, b)] + (pending[b] if a in tally.last else 0)
+        traversed[(a, b)] = max(1, n)
     visits = Counter({s: n for s, n in settled.items() if s != START})  # the start is a point, not a station
-    for x in flow.reached:
-        if x not in flow.open_joins:
-            ins = [n for (a, b), n in traversed.items() if b == x]
-            outs = [n for (a, b), n in traversed.items() if a == x]
-            visits[x] = max(1, sum(outs) if x in joins else sum(ins))
+    for x in counted:
+        ins = [n for (a, b), n in traversed.items() if b == x]
+        outs = [n for (a, b), n in traversed.items() if a == x]
+        visits[x] = max(1, sum(outs) if x in flow.joins else sum(ins))
     held = frozenset(parked)
     lit = frozenset(pending) - held - {failed}
     bps = breakpoints or {}
@@ -176,66 +184,106 @@ def overlay_from_frontier(
     )
 
 
+def flow_json(spec: GraphSpec) -> dict[str, list[Any]]:
+    """What `overlay_from_frontier` reads of the graph, as JSON: every node in drawing order, each edge
+    once (`[src, dst]`, in order), the nodes results pass through and the joins. A shared page's
+    script counts each step's overlay from it as this module does (lab/share/page_script.py)."""
+    return {
+        "nodes": [n.id for n in spec.nodes],
+        "edges": [[a, b] for a, b in dict.fromkeys((e.src, e.dst) for e in spec.edges)],
+        "passing": [n.id for n in spec.nodes if n.kind in _PASSING],
+        "joins": [n.id for n in spec.nodes if n.kind == "join"],
+    }
+
+
+_ALL_OUT, _ALL_IN, _BY_STEPS = 1, 2, 3
+"""How an edge `a -> b` is counted: every task `a` settled (its one way out), every task `b` ran or
+holds (its one way in), or the tasks of `b` in the steps right after one that settled `a`."""
+
+
+_FLOWS: dict[tuple[int, frozenset[str] | None], tuple[GraphSpec, _Flow]] = {}
+
+
+def _flow_of(spec: GraphSpec, passing: Iterable[str] | None) -> _Flow:
+    """The spec's `_Flow`, made once per spec (and `passing`) and kept: a long run's export asks for
+    the overlay of every step, and the graph's shape is the same at each."""
+    given = None if passing is None else frozenset(passing)
+    key = (id(spec), given)
+    hit = _FLOWS.get(key)
+    if hit is None or hit[0] is not spec:
+        if len(_FLOWS) >= 64:
+            _FLOWS.clear()
+        through = given if given is not None else frozenset(n.id for n in spec.nodes if n.kind in _PASSING)
+        hit = _FLOWS[key] = (spec, _Flow(spec, through))
+    return hit[1]
+
+
 class _Flow:
-    """Which edges a branch took, and how often, from what settled and what is pending.
+    """Which edges a branch took, and how they are counted, from what settled and what is pending.
 
     Counted where the graph says it exactly: a station with one way out sent every settled task
     down it; a station with one way in got every task it ran or holds from it. Elsewhere the steps
     tell: `a -> b` counts the tasks of `b` in the step after one that settled `a`. A node results
     only pass through (`passing`) is reached when something settled into it and something came out
     of it (or it is a join still gathering).
+
+    Which nodes are reached and which edges taken depend only on which stations have settled or
+    pending tasks and which joins are open, not on how many: `route` works them out once per such
+    combination (a looping run repeats a few), and the caller only adds the counts.
     """
 
-    def __init__(
-        self,
-        edges: list[tuple[str, str]],
-        passing: frozenset[str],
-        settled: Counter[str],
-        pending: Counter[str],
-        open_joins: set[str],
-    ):
-        self.edges, self.passing, self.settled, self.pending = edges, passing, settled, pending
-        self.open_joins = set(open_joins)
+    def __init__(self, spec: GraphSpec, passing: frozenset[str]):
+        self.passing = passing
+        self.joins = frozenset(n.id for n in spec.nodes if n.kind == "join")
+        self.edges = list(dict.fromkeys((e.src, e.dst) for e in spec.edges))
         self.succ: dict[str, list[str]] = {}
         self.pred: dict[str, list[str]] = {}
-        for a, b in edges:
+        for a, b in self.edges:
             self.succ.setdefault(a, []).append(b)
             self.pred.setdefault(b, []).append(a)
-        self.reached = self._reach()
+        self.how = {(a, b): self._how(a, b) for a, b in self.edges}
+        self._routes: dict[tuple[frozenset[str], ...], tuple[frozenset[str], list[tuple[str, str, int]]]] = {}
 
-    def _station_seen(self, x: str) -> bool:
-        return x not in self.passing and (self.settled[x] + self.pending[x]) > 0
+    def _how(self, a: str, b: str) -> int:
+        if a not in self.passing and len(self.succ.get(a, ())) == 1:
+            return _ALL_OUT
+        if b not in self.passing and len(self.pred.get(b, ())) == 1:
+            return _ALL_IN
+        return _BY_STEPS
 
-    def _reach(self) -> set[str]:
+    def route(
+        self, settled: Counter[str], pending: Counter[str], open_joins: frozenset[str]
+    ) -> tuple[frozenset[str], list[tuple[str, str, int]]]:
+        """(the passed-through nodes reached, each edge taken with how it is counted), in the spec's edge order."""
+        done = frozenset(x for x, n in settled.items() if n > 0)
+        held = frozenset(x for x, n in pending.items() if n > 0)
+        key = (done, held, open_joins)
+        hit = self._routes.get(key)
+        if hit is None:
+            reached = self._reach(done, held, open_joins)
+            seen = (done | held) - self.passing
+            taken = [
+                (a, b, self.how[(a, b)])
+                for a, b in self.edges
+                if ((a in done and a not in self.passing) or a in reached) and (b in seen or b in reached)
+            ]
+            hit = self._routes[key] = (reached - open_joins, taken)  # an open join counts no visit yet
+        return hit
+
+    def _reach(self, done: frozenset[str], held: frozenset[str], open_joins: frozenset[str]) -> frozenset[str]:
         """Passed-through nodes something settled into (forward) and something came out of (backward)."""
         came: set[str] = set()
-        went: set[str] = set(self.open_joins)
-        for seen, step, ok in (
-            (came, self.pred, lambda p: bool(self.settled[p]) and p not in self.passing),
-            (went, self.succ, self._station_seen),
+        went: set[str] = set(open_joins)
+        seen = (done | held) - self.passing
+        for found, step, ok in (
+            (came, self.pred, lambda p: p in done and p not in self.passing),
+            (went, self.succ, lambda p: p in seen),
         ):
             changed = True
             while changed:
                 changed = False
-                for x in self.passing - seen:
-                    if any(ok(n) or n in seen for n in step.get(x, ())):
-                        seen.add(x)
+                for x in self.passing - found:
+                    if any(ok(n) or n in found for n in step.get(x, ())):
+                        found.add(x)
                         changed = True
-        return came & went
-
-    def traversed(self, steps: StepTally) -> Counter[tuple[str, str]]:
-        out: Counter[tuple[str, str]] = Counter()
-        for a, b in self.edges:
-            left = (a not in self.passing and self.settled[a] > 0) or a in self.reached
-            right = self._station_seen(b) or b in self.reached
-            if left and right:
-                out[(a, b)] = max(1, self._count(a, b, steps))
-        return out
-
-    def _count(self, a: str, b: str, steps: StepTally) -> int:
-        if a not in self.passing and len(self.succ.get(a, ())) == 1:
-            return self.settled[a]
-        if b not in self.passing and len(self.pred.get(b, ())) == 1:
-            return self.settled[b] + self.pending[b]
-        # the tasks of `b` in each step after one that settled `a`; after the last step, the pending ones
-        return steps.pairs[(a, b)] + (self.pending[b] if a in steps.last else 0)
+        return frozenset(came & went)

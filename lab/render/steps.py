@@ -158,12 +158,24 @@ class StepView:
         """seq -> what the steps of the branch up to it settled (a seq has one parent, so one branch)."""
         self._steps: dict[int, tuple[str, ...]] = {}
         """seq -> the stations whose tasks the step into it settled."""
+        self._last_ids: tuple[CheckpointRecord, dict[Any, str]] | None = None
+        """The last checkpoint whose task ids were read, and them: walking a branch, it is the next one's parent."""
+
+    def _ids(self, rec: CheckpointRecord) -> dict[Any, str]:
+        last = self._last_ids
+        if last is not None and last[0] is rec:
+            return last[1]
+        ids = _task_ids(rec)
+        self._last_ids = (rec, ids)
+        return ids
 
     def settled_in(self, parent: CheckpointRecord, rec: CheckpointRecord) -> tuple[str, ...]:
         """The stations whose tasks the step from `parent` to `rec` settled (they left the frontier)."""
         hit = self._steps.get(rec.seq)
         if hit is None:
-            hit = self._steps[rec.seq] = settled_between(parent, rec)
+            before = self._ids(parent)
+            after = self._ids(rec)
+            hit = self._steps[rec.seq] = tuple(sid for tid, sid in before.items() if tid not in after)
         return hit
 
     def step(self, parent: CheckpointRecord | None, rec: CheckpointRecord) -> StepTally:

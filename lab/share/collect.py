@@ -6,11 +6,13 @@ code is not defined here, exports the same. The result is the page's data model 
 
     {"id", "graph", "revision", "status", "head", "parent_run", "parent_seq", "error", "output",
      "drawing": key into the page's drawings, "marks": {station: its kind mark}, "parallel",
+     "flow" (a parallel run's graph flow, from which the page's script draws each step: step_data),
      "checkpoints": [{"seq", "parent", "status", "station", "next": [{"node", "fields"}], "state",
-                      "lit" (a parallel run's frontier drawn: lab/share/tree.py)}] (every checkpoint
+                      "step" (a parallel run's super-step: lab/share/tree.py step_data)}] (every checkpoint
                       of the tree, by seq),
      "branches": [{"label", "tip", "seqs", "head"}] (the head's branch first),
-     "events": [{"seq", "kind", "node", "attempt", "cp", "payload", "at"}],
+     "events": [{"seq", "kind", "node", "attempt", "cp", "payload", "at"}] (read as the store's rows,
+                `JsonRows`, that the page embeds as they are: lab/share/page.py EVENT_COLUMNS),
      "waits": [{"owner", "kind", "node", "cp", "prompt", "details", "at", "resolved_at", "resolution"}],
      "calls": [{"call", "node", "cp", "attempt", "index", "kind", "name", "mode", "tokens",
                 "saved_tokens", "replayed_from", "ms", "at"}] (recorded calls, docs/replay.md),
@@ -33,6 +35,7 @@ from ..records import CheckpointRecord
 from ..render import GraphSpec, GraphvizError, edge_labels, layout, spec_from_manifest
 from ..render.dot import mark_line
 from ..render.steps import frontier_of, is_parallel, next_summary, settled_tasks
+from .page import JsonRows
 from .tree import tree_data
 
 __all__ = ("stored", "run_data", "drawing_of", "calls_of", "call_data", "SECTIONS", "Drawings")
@@ -158,19 +161,10 @@ def _steps_of(records: list[CheckpointRecord]) -> list[dict[str, Any]]:
     return out
 
 
-def events_of(run: StoredRun) -> list[dict[str, Any]]:
-    return [
-        {
-            "seq": e.seq,
-            "kind": e.kind,
-            "node": e.node_id,
-            "attempt": e.attempt,
-            "cp": e.checkpoint_seq,
-            "payload": e.payload,
-            "at": _at(e.created_at),
-        }
-        for e in run.events()
-    ]
+def events_of(run: StoredRun) -> JsonRows:
+    """Every event of the run as the store wrote the rows (`page.EVENT_COLUMNS`), in one read: a long
+    run's events go into the page without a record or a dict each."""
+    return JsonRows(run.event_rows_json())
 
 
 def waits_of(run: StoredRun) -> list[dict[str, Any]]:
@@ -228,7 +222,7 @@ def run_data(
     """One run as the page's plain JSON data (the module docstring names every key)."""
     rec = run.record
     key, marks, parallel = drawing_of(run, drawings, labels)
-    checkpoints, found = tree_data(run, upto, parallel)
+    checkpoints, found, flow = tree_data(run, upto, parallel)
     data: dict[str, Any] = {
         "id": run.id,
         "graph": rec.graph_key,
@@ -246,16 +240,14 @@ def run_data(
         "checkpoints": checkpoints,
         "branches": found,
     }
+    if flow is not None:
+        data["flow"] = flow
     for name, read in SECTIONS.items():
         data[name] = read(run)
     data["children"] = [
-        {
-            "run": (e["payload"] or {}).get("child_run"),
-            "graph": (e["payload"] or {}).get("child_graph"),
-            "node": e["node"],
-        }
-        for e in data["events"]
-        if e["kind"] == "subgraph" and (e["payload"] or {}).get("child_run")
+        {"run": e.payload.get("child_run"), "graph": e.payload.get("child_graph"), "node": e.node_id}
+        for e in run.events(kind="subgraph")
+        if isinstance(e.payload, dict) and e.payload.get("child_run")
     ]
     return data
 

@@ -133,6 +133,98 @@ SCRIPT = r"""
     return show(r, 80);
   }
 
+  function dict() { return Object.create(null); }
+  function Steps(run, bySeq) {  // a parallel run's frontiers, counted as lab/render/frontier.py counts them
+    var f = run.flow, SEP = "\u0000", passing = dict(), joinKind = dict(), succ = dict(), pred = dict(), how = dict();
+    var tallies = dict();
+    f.passing.forEach(function (x) { passing[x] = true; });
+    f.joins.forEach(function (x) { joinKind[x] = true; });
+    f.edges.forEach(function (e) {
+      (succ[e[0]] = succ[e[0]] || []).push(e[1]);
+      (pred[e[1]] = pred[e[1]] || []).push(e[0]);
+    });
+    f.edges.forEach(function (e) {  // every task `a` settled, every task `b` ran or holds, or by the steps
+      var a = e[0], b = e[1];
+      how[a + SEP + b] = !passing[a] && succ[a].length === 1 ? 1 : !passing[b] && pred[b].length === 1 ? 2 : 3;
+    });
+    function hasParent(cp) { return cp.parent !== null && cp.parent !== undefined && cp.parent in bySeq; }
+    function then(base, did) {  // StepTally.then: the parent's tally and one more step
+      var settled = dict(), pairs = dict();
+      Object.keys(base.settled).forEach(function (k) { settled[k] = base.settled[k]; });
+      Object.keys(base.pairs).forEach(function (k) { pairs[k] = base.pairs[k]; });
+      did.forEach(function (d) { settled[d[0]] = (settled[d[0]] || 0) + d[1]; });
+      base.last.forEach(function (a) {
+        did.forEach(function (d) { var k = a + SEP + d[0]; pairs[k] = (pairs[k] || 0) + d[1]; });
+      });
+      return { settled: settled, pairs: pairs, last: did.map(function (d) { return d[0]; }) };
+    }
+    function tally(seq) {  // each checkpoint's tally once: its parent's plus its step; a root's is empty
+      var chain = [], s = seq;
+      while (!(s in tallies)) {
+        chain.push(s);
+        if (!hasParent(bySeq[s])) break;
+        s = bySeq[s].parent;
+      }
+      for (var i = chain.length - 1; i >= 0; i--) {
+        var cp = bySeq[chain[i]];
+        tallies[chain[i]] = hasParent(cp) ? then(tallies[cp.parent], cp.step.did) : { settled: dict(), pairs: dict(), last: [] };
+      }
+      return tallies[seq];
+    }
+    this.lit = function (cp) {  // lab/share/tree.py lit_data of one checkpoint: node classes and mark lines, edge counts
+      var t = tally(cp.seq), st = cp.step, done = cp.status === "done", pending = dict(), open = dict();
+      if (done) pending[END] = 1; else st.tasks.forEach(function (p) { pending[p[0]] = p[1]; });
+      (st.open || []).forEach(function (j) { open[j] = true; });
+      function settledAny(x) { return (t.settled[x] || 0) > 0; }
+      function seen(x) { return !passing[x] && (settledAny(x) || (pending[x] || 0) > 0); }
+      var came = dict(), went = dict();
+      Object.keys(open).forEach(function (j) { went[j] = true; });
+      [[came, pred, function (p) { return settledAny(p) && !passing[p]; }], [went, succ, seen]].forEach(function (w) {
+        var found = w[0], step = w[1], ok = w[2], changed = true;
+        while (changed) {
+          changed = false;
+          f.passing.forEach(function (x) {
+            if (!found[x] && (step[x] || []).some(function (n) { return ok(n) || found[n]; })) { found[x] = true; changed = true; }
+          });
+        }
+      });
+      var traversed = [], ins = dict(), outs = dict(), edges = {}, last = dict();
+      t.last.forEach(function (a) { last[a] = true; });
+      f.edges.forEach(function (e) {
+        var a = e[0], b = e[1], reachedA = came[a] && went[a], reachedB = came[b] && went[b];
+        if (!((settledAny(a) && !passing[a]) || reachedA) || !(seen(b) || reachedB)) return;
+        var k = how[a + SEP + b], n = k === 1 ? t.settled[a] || 0 : k === 2 ? (t.settled[b] || 0) + (pending[b] || 0)
+          : (t.pairs[a + SEP + b] || 0) + (last[a] ? pending[b] || 0 : 0);
+        n = Math.max(1, n);
+        traversed.push([a, b, n]);
+        outs[a] = (outs[a] || 0) + n;
+        ins[b] = (ins[b] || 0) + n;
+        edges[a + ARROW + b] = n;
+      });
+      var visits = dict();
+      Object.keys(t.settled).forEach(function (x) { if (x !== START && t.settled[x] > 0) visits[x] = t.settled[x]; });
+      f.passing.forEach(function (x) {
+        if (came[x] && went[x] && !open[x]) visits[x] = Math.max(1, joinKind[x] ? outs[x] || 0 : ins[x] || 0);
+      });
+      var atHead = cp.seq === run.head, failed = atHead ? f.failed : null, held = dict(), joins = dict();
+      if (atHead) f.parked.forEach(function (x) { held[x] = true; });
+      if (!done && st.joins) Object.keys(st.joins).forEach(function (j) { joins[j] = st.joins[j]; });
+      var nodes = {};
+      f.nodes.forEach(function (id) {
+        var current = id in pending && !held[id] && id !== failed, many = pending[id] || 1, marks = [], cls = [];
+        if (id === failed) { marks.push("\u2716 failed"); cls.push("gl-failed"); }
+        else if (held[id]) { marks.push("\u2016 waiting"); cls.push("gl-parked"); }
+        else if (id in joins) marks.push((current ? "\u25b6 " : "") + joins[id][0] + " of " + joins[id][1]);
+        else if (current) marks.push(id === END ? "\u25b6 done" : many > 1 ? "\u25b6 \u00d7" + many : "\u25b6 next");
+        if (current && id !== failed && !held[id]) cls.push("gl-current");
+        if (id in joins) cls.push("gl-joining");
+        if (visits[id]) { marks.push((many > 1 ? "\u00b7 \u00d7" : "\u00d7") + visits[id]); cls.push("gl-visited"); }
+        if (cls.length || marks.length) nodes[id] = [cls.join(" "), (run.marks[id] ? [run.marks[id]] : []).concat(marks).join(" ").trim()];
+      });
+      return { nodes: nodes, edges: edges, next: st.next, settled: cp.station || "" };
+    };
+  }
+
   function Viewer(section, run) {
     var bySeq = {}, branches = run.branches && run.branches.length ? run.branches : null;
     run.checkpoints.forEach(function (c) { bySeq[c.seq] = c; });
@@ -148,8 +240,9 @@ SCRIPT = r"""
       edges[g.getAttribute("data-edge")] = { g: g, text: t, base: t ? t.textContent : null };
     });
     var eventsAll = q(".gl-events-all");
-    var self = this;
+    var self = this, steps = run.flow ? new Steps(run, bySeq) : null;
     this.run = run;
+    this.lit = function (seq) { return steps && bySeq[seq] ? steps.lit(bySeq[seq]) : null; };
     this.index = n - 1;
 
     function paint(cls, marks, hops) {  // classes and mark lines per station, counts per edge
@@ -165,7 +258,7 @@ SCRIPT = r"""
       });
     }
 
-    function lightFrontier(lit) {  // a parallel run's super-step, as lab/share/tree.py drew it
+    function lightFrontier(lit) {  // a parallel run's super-step, as lab/share/tree.py lit_data draws it
       var cls = {}, marks = {};
       Object.keys(lit.nodes).forEach(function (id) { cls[id] = lit.nodes[id][0]; marks[id] = lit.nodes[id][1]; });
       paint(cls, marks, lit.edges);
@@ -173,7 +266,7 @@ SCRIPT = r"""
 
     function light(i) {
       var cp = cps[i], path = [], visits = {}, hops = {};
-      if (cp.lit) { lightFrontier(cp.lit); return; }
+      if (cp.step) { lightFrontier(steps.lit(cp)); return; }
       for (var j = 1; j <= i; j++) if (cps[j].station) path.push(cps[j].station);
       var pending = cp.status === "done" ? [END] : cp.next.map(function (p) { return p.node; });
       var first = path.length ? path[0] : pending[0];
@@ -217,9 +310,9 @@ SCRIPT = r"""
       slider.value = String(i);
       var cp = cps[i], prev = i > 0 ? cps[i - 1] : null;
       light(i);
-      var next = cp.lit ? cp.lit.next : cp.status === "done" ? "End" : cp.next.map(function (p) { return p.node; }).join(", ") || "End";
+      var next = cp.step ? cp.step.next : cp.status === "done" ? "End" : cp.next.map(function (p) { return p.node; }).join(", ") || "End";
       label.setAttribute("data-seq", String(cp.seq));
-      label.textContent = (cp.lit ? "step " : "checkpoint ") + cp.seq + (cp.seq === run.head ? " (head)" : "") + " \u00b7 " + (i + 1) + " of " + n +
+      label.textContent = (cp.step ? "step " : "checkpoint ") + cp.seq + (cp.seq === run.head ? " (head)" : "") + " \u00b7 " + (i + 1) + " of " + n +
         " \u00b7 " + cp.status + (cp.station ? " \u00b7 settled by " + cp.station : "") + " \u00b7 next " + next;
       var state = q(".gl-state");
       state.textContent = "";

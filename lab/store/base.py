@@ -22,6 +22,7 @@ import duckdb
 from ..manifest import Manifest
 from ..records import CheckpointRecord, EventRecord, RunRecord, WaitRecord
 from .holders import Process
+from .rows import event_rows_text
 
 __all__ = ("Store", "unix_seconds")
 
@@ -187,6 +188,11 @@ class Store(ABC):
     @abstractmethod
     def event_tail(self, run_id: str, n: int) -> tuple[int, list[EventRecord]]:
         """How many events a run has, and its last `n` in order."""
+
+    def event_rows_json(self, run_id: str) -> str:
+        """A run's events by seq as one JSON array of rows (`records.EVENT_ROW`): what an exported page
+        embeds as is. A backend builds it in the database; this default builds it from `events`."""
+        return event_rows_text(self.events(run_id))
 
     @abstractmethod
     def settled_stations(self, run_id: str) -> dict[int, str]:

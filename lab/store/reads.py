@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import RunNotFoundError
+from ..errors import RunNotFoundError, StoreError
 from ..records import CheckpointRecord, EventRecord, RunRecord, WaitRecord
 from . import sql_text as q
 from .dialect import Dialect
-from .rows import checkpoint_record, event_record, run_record, wait_record
+from .rows import checkpoint_record, event_record, event_rows_text, run_record, wait_record
 
 __all__ = ("SqlReads", "branch_path", "lineage")
 
@@ -134,6 +134,18 @@ class SqlReads:
             "read events", [(d.sql(q.EVENT_COUNT), [run_id]), (d.sql(q.EVENT_TAIL), [run_id, max(0, n)])], flush=True
         )
         return int(count[0][0]), [event_record(d, r) for r in reversed(rows)]
+
+    def event_rows_json(self, run_id: str) -> str:
+        """A run's events as one JSON array of `records.EVENT_ROW` rows by seq, built by the database in one read.
+
+        A payload the database cannot read as JSON (a store edited outside the lab) fails the
+        database's build; the rows are then built here from `events`, which keeps it under
+        `damaged_payload`, so the answer is the same rows either way."""
+        try:
+            rows = self._fetch("read events", q.EVENT_ROWS_JSON[self.dialect.name], [run_id], flush=True)
+        except StoreError:
+            return event_rows_text(self.events(run_id))
+        return str(rows[0][0]) if rows and rows[0][0] is not None else "[]"
 
     def settled_stations(self, run_id: str) -> dict[int, str]:
         """Checkpoint seq -> the station whose settlement wrote it, for every settled boundary."""

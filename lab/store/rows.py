@@ -7,13 +7,15 @@ with a `CheckpointError` naming the run, and nothing else.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import CheckpointError
 from ..records import CheckpointRecord, EventRecord, PendingStation, RunRecord, WaitRecord
 from .dialect import Dialect
 
-__all__ = ("run_record", "checkpoint_record", "event_record", "wait_record")
+__all__ = ("run_record", "checkpoint_record", "event_record", "event_rows_text", "wait_record")
 
 
 def run_record(d: Dialect, r: tuple[Any, ...]) -> RunRecord:
@@ -77,6 +79,24 @@ def event_record(d: Dialect, r: tuple[Any, ...]) -> EventRecord:
         payload=d.event_payload(r[6]),
         created_at=r[7],
     )
+
+
+def event_rows_text(events: Iterable[EventRecord]) -> str:
+    """Events as the JSON text `Store.event_rows_json` returns (rows of `records.EVENT_ROW`), built in
+    Python: a store without the database's own build, or a payload the database cannot read."""
+    rows = [
+        [
+            e.seq,
+            e.kind,
+            e.node_id,
+            e.attempt,
+            e.checkpoint_seq,
+            e.payload if isinstance(e.payload, dict) else {},
+            e.created_at.isoformat(timespec="milliseconds"),
+        ]
+        for e in events
+    ]
+    return json.dumps(rows, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def wait_record(d: Dialect, r: tuple[Any, ...]) -> WaitRecord:

@@ -14,7 +14,7 @@ __all__ = (
     "RUN_COLS", "CP_COLS", "WAIT_COLS", "EV_COLS", "TABLES_BY_RUN",
     "GET_RUN", "LIST_RUNS", "FAMILY", "NEXT_SEQS",
     "CHECKPOINTS", "CHECKPOINT", "CHECKPOINTS_IN", "SEQS", "PARENTS", "COUNT_PRUNED", "PRUNE", "DELETE_BY_RUN",
-    "EVENTS", "EVENTS_OF_KIND", "EVENT_COUNT", "EVENT_TAIL", "SETTLED_STATIONS",
+    "EVENTS", "EVENTS_OF_KIND", "EVENT_COUNT", "EVENT_TAIL", "EVENT_ROWS_JSON", "SETTLED_STATIONS",
     "WAITS", "WAIT_AT", "OPEN_WAITS",
     "GRAPH_REVISION", "GRAPH_NEXT_REVISION", "GRAPH_INSERT", "MANIFEST",
     "SCHEMA_VERSION_READ", "META_COLUMNS", "list_runs",
@@ -77,6 +77,22 @@ EVENTS = f"SELECT {EV_COLS} FROM events WHERE run_id = ? ORDER BY seq"
 EVENTS_OF_KIND = f"SELECT {EV_COLS} FROM events WHERE run_id = ? AND kind = ? ORDER BY seq"
 EVENT_COUNT = "SELECT count(*) FROM events WHERE run_id = ?"
 EVENT_TAIL = f"SELECT {EV_COLS} FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT ?"
+EVENT_ROWS_JSON = {
+    "duckdb": (
+        "SELECT '[' || coalesce(string_agg(CAST(json_array(seq, kind, node_id, attempt, checkpoint_seq, "
+        "CASE WHEN json_type(payload) = 'OBJECT' THEN payload ELSE CAST('{}' AS JSON) END, "
+        "strftime(created_at, '%Y-%m-%dT%H:%M:%S.%g')) AS VARCHAR), ',' ORDER BY seq), '') || ']' "
+        "FROM events WHERE run_id = ?"
+    ),
+    "postgresql": (
+        "SELECT '[' || coalesce(string_agg(json_build_array(seq, kind, node_id, attempt, checkpoint_seq, "
+        "CASE WHEN jsonb_typeof(payload) = 'object' THEN payload ELSE CAST('{}' AS jsonb) END, "
+        "to_char(created_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS'))::text, ',' ORDER BY seq), '') || ']' "
+        "FROM events WHERE run_id = ?"
+    ),
+}
+"""A run's events as one JSON text made by the database (`Store.event_rows_json`): the two backends
+spell JSON building differently, so this one read has a text per backend (rendered with its dialect)."""
 SETTLED_STATIONS = (
     "SELECT checkpoint_seq, node_id FROM events WHERE run_id = ? AND kind = 'settled' "
     "AND checkpoint_seq IS NOT NULL AND node_id IS NOT NULL"

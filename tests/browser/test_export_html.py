@@ -13,6 +13,8 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from pydantic_graph import GraphBuilder, StepContext
+from pydantic_graph.join import reduce_list_append
 
 from lab import Lab
 from tests.conftest import Counter, Inc, declare_counter
@@ -257,3 +259,68 @@ def test_the_calls_panel_shows_live_and_replayed_calls(offline_page, tmp_path) -
     panel.locator("tr.gl-call-live button.gl-go").nth(3).click()  # the first branch's Review call, from checkpoint 3
     assert pg.locator("section.gl-run .gl-label").get_attribute("data-seq") == "3"
     assert pg.dialogs == [] and pg.errors == []
+
+
+def _broken_map():  # type: ignore[no-untyped-def]
+    """A map of three whose item 2 raises: the run fails with its siblings settled."""
+    g = GraphBuilder(input_type=list[int], output_type=list[int])
+
+    @g.step
+    async def item(ctx: StepContext[None, None, int]) -> int:
+        if ctx.inputs == 2:
+            raise ValueError("item 2 is broken")
+        return ctx.inputs
+
+    collect = g.join(reduce_list_append, initial_factory=list[int], node_id="collect")
+    g.add(g.edge_from(g.start_node).map().to(item), g.edge_from(item).to(collect), g.edge_from(collect).to(g.end_node))
+    return g.build()
+
+
+def test_the_script_draws_every_parallel_step_as_lit_data(offline_page, tmp_path) -> None:
+    """The page carries each super-step (what it settled, its frontier, its joins) and the graph's flow;
+    its script counts each step's drawing from them. For every checkpoint of a map into a join, a
+    broadcast into a join, a looping map rewound onto a second branch, maps of maps and nested forks,
+    a map parked at a gate, one parked at two `interrupt()`s and one that failed, the script's drawing
+    equals `lit_data`'s (the renderer's own count, equal to the run widget's: test_share_tree.py)."""
+    from lab.bench.share import WIDTH, Rounds, map_loop
+    from lab.render import spec_from_manifest
+    from lab.share.tree import lit_data
+    from tests.integration import parallel_graphs as pgs
+
+    lab = Lab(os.fspath(tmp_path / "steps.duckdb"))
+    try:
+        runs = [declare_squares(lab).start(inputs=[1, 2, 3, 4, 5]), lab.adopt(fan_graph(), name="fan").start(inputs=1)]
+        loop = map_loop(lab.graph("loop", state_type=Rounds, input_type=list[int], output_type=int))
+        runs.append(loop.start(inputs=list(range(WIDTH)), state=Rounds(limit=3), step_limit=None))
+        adopted = [
+            (pgs.map_of_maps(), [[1, 2], [3]]),
+            (pgs.nested_forks(), [1, 2]),
+            (pgs.gated(), [1, 2, 3]),
+            (pgs.asking(), [1, 2, 3]),
+        ]
+        for graph, inputs in adopted:
+            runs.append(lab.adopt(graph, name=f"g{len(runs)}").start(inputs=inputs, state=pgs.Log()))
+        runs.append(lab.adopt(_broken_map(), name="broken").start(inputs=[1, 2, 3]))
+        for run in runs:
+            run.run(step_limit=None)
+        runs[2].rewind(4)
+        runs[2].step()  # a second branch from step 4
+        assert [r.status for r in runs] == ["done", "done", "running", "done", "done", "waiting", "waiting", "failed"]
+        want, paths = [], []
+        for i, run in enumerate(runs):
+            stored = lab.read(run.id)
+            tree = {r.seq: r for r in stored.history(all_branches=True)}
+            lits = lit_data(stored, tree, spec_from_manifest(stored.manifest()))
+            want.append(json.loads(json.dumps({str(s): lit for s, lit in lits.items()}, ensure_ascii=False)))
+            paths.append(run.export_html(tmp_path / f"steps{i}.html"))
+    finally:
+        lab.close()
+    pg = offline_page
+    for path, lits in zip(paths, want, strict=True):
+        _open(pg, path)
+        got = pg.evaluate("seqs => seqs.map(s => window.glViewers[0].lit(parseInt(s, 10)))", list(lits))
+        assert dict(zip(lits, got, strict=True)) == lits, path.name
+        assert any(lit["nodes"] for lit in lits.values())
+    assert pg.errors == [] and pg.dialogs == []
+    assert "gl-failed" in want[-1][str(runs[-1].head)]["nodes"]["item"][0]  # the failed station, lit at the head
+    assert "gl-parked" in want[5][str(runs[5].head)]["nodes"]["Approve"][0]

@@ -3,7 +3,8 @@ and a rewound run's every branch (issue 28 part 2), on a real DuckDB file and th
 
 Scenarios:
 - a map of 5 then a join: each checkpoint's `lit` (classes and mark line per station, counts per
-  edge) is exactly what the run widget draws at that step: `square` lit `▶ ×5`, `map→square`
+  edge; `lit_data`, which the page's script reproduces from each checkpoint's `step`:
+  tests/browser/test_export_html.py) is exactly what the run widget draws at that step: `square` lit `▶ ×5`, `map→square`
   taken 5 times, the timeline's words `square ×5`; the last step lights End, `square` `×5`
 - a broadcast of 3 into a join, one branch a step longer: the step where two branches reached
   the join shows `2 of 3` (`gl-joining`) with the long branch lit, as the widget does
@@ -11,7 +12,7 @@ Scenarios:
   the widget draws it, and drawing one step more reads one checkpoint more (counting is
   incremental: each checkpoint's tally is its parent's plus one step), equal to a full recount
 - a run rewound twice: its page holds every checkpoint once and one branch per leaf, the head's
-  branch first, labelled as the widget's branch picker labels them; a serial run has no `lit`
+  branch first, labelled as the widget's branch picker labels them; a serial run has no `step`
 """
 
 from __future__ import annotations
@@ -60,10 +61,19 @@ def widget_drawing(w: RunWidget) -> tuple[dict[str, list[str]], set[str]]:
 _OVERLAY = {"gl-current", "gl-visited", "gl-joining", "gl-failed", "gl-parked", "gl-break"}
 
 
+def lits_of(run: Any) -> dict[int, dict[str, Any]]:
+    """Each checkpoint's frontier drawn (`lit_data`): what the page's script draws from the page's steps."""
+    from lab.render import spec_from_manifest
+    from lab.share.tree import lit_data
+
+    stored = run.lab.read(run.id)
+    tree = {r.seq: r for r in stored.history(all_branches=True)}
+    return lit_data(stored, tree, spec_from_manifest(stored.manifest()))
+
+
 def page_drawing(
-    cp: dict[str, Any], spec_marks: dict[str, str], stations: list[str]
+    lit: dict[str, Any], spec_marks: dict[str, str], stations: list[str]
 ) -> tuple[dict[str, list[str]], set[str]]:
-    lit = cp["lit"]
     nodes = {s: lit["nodes"].get(s, ["", spec_marks.get(s, "")]) for s in stations}
     nodes["__start__"][1] = None  # drawn without a mark line
     return nodes, set(lit["edges"])
@@ -71,7 +81,8 @@ def page_drawing(
 
 def same_as_the_widget(run: Any, data: dict[str, Any]) -> None:
     w = RunWidget(run)
-    by_seq = {c["seq"]: c for c in data["checkpoints"]}
+    by_seq = lits_of(run)
+    assert all("step" in c for c in data["checkpoints"]) and set(data["flow"]["nodes"]) >= set(data["marks"])
     (branch,) = data["branches"]
     assert w.slider.max == len(branch["seqs"]) - 1
     for i, seq in enumerate(branch["seqs"]):
@@ -80,7 +91,7 @@ def same_as_the_widget(run: Any, data: dict[str, Any]) -> None:
         got_nodes, got_edges = page_drawing(by_seq[seq], data["marks"], list(want_nodes))
         assert got_nodes == want_nodes, (seq, got_nodes, want_nodes)
         assert got_edges == want_edges, seq
-        assert f"next {by_seq[seq]['lit']['next']}" in w.timeline_label.value.replace("&#215;", "×")
+        assert f"next {by_seq[seq]['next']}" in w.timeline_label.value.replace("&#215;", "×")
 
 
 def test_a_map_and_join_page_draws_each_step_as_the_widget(lab, tmp_path) -> None:
@@ -90,10 +101,12 @@ def test_a_map_and_join_page_draws_each_step_as_the_widget(lab, tmp_path) -> Non
     data = page_data(run.export_html(tmp_path / "squares.html"))["runs"][0]
     assert data["parallel"] is True
     cps = {c["seq"]: c for c in data["checkpoints"]}
-    spread = cps[1]["lit"]  # the start's routing spread five numbers over `square`
+    lits = lits_of(run)
+    assert cps[1]["step"] == {"did": [["__start__", 1]], "tasks": [["square", 5]], "next": "square ×5"}
+    spread = lits[1]  # the start's routing spread five numbers over `square`
     assert spread["nodes"]["square"] == ["gl-current", "▶ ×5"]
     assert spread["edges"]["map→square"] == 5 and spread["next"] == "square ×5"
-    last = cps[run.head]["lit"]
+    last = lits[run.head]
     assert "gl-current" in last["nodes"]["__end__"][0] and last["next"] == "End"
     assert last["nodes"]["square"][1].endswith("×5") and "gl-visited" in last["nodes"]["square"][0]
     assert [cps[s]["station"] for s in (1, 2)] == ["__start__", "square ×5"]  # what each step settled
@@ -108,9 +121,11 @@ def test_a_broadcast_page_shows_the_join_filling(lab, tmp_path) -> None:
     assert run.output == 12
     data = page_data(run.export_html(tmp_path / "fan.html"))["runs"][0]
     cps = {c["seq"]: c for c in data["checkpoints"]}
-    three = cps[1]["lit"]
+    lits = lits_of(run)
+    three = lits[1]
     assert sorted(s for s, (cls, _) in three["nodes"].items() if "gl-current" in cls) == ["a", "b", "c"]
-    joining = cps[2]["lit"]
+    joining = lits[2]
+    assert cps[2]["step"]["joins"] == {"reduce_sum": [2, 3]} and cps[2]["step"]["open"] == ["reduce_sum"]
     assert (
         joining["nodes"]["reduce_sum"][1].endswith("2 of 3")
         and "gl-joining" in joining["nodes"]["reduce_sum"][0]
@@ -132,7 +147,7 @@ def test_a_rewound_run_offers_every_branch_head_first(lab, tmp_path) -> None:
     run.step()
     run.step()
     data = page_data(run.export_html(tmp_path / "tree.html"))["runs"][0]
-    assert data["parallel"] is False and all("lit" not in c for c in data["checkpoints"])
+    assert data["parallel"] is False and all("step" not in c for c in data["checkpoints"]) and "flow" not in data
     seqs = [c["seq"] for c in data["checkpoints"]]
     assert seqs == sorted(set(seqs)) == list(run.history(all_branches=True).seqs)
     branches = data["branches"]
@@ -165,7 +180,7 @@ def test_a_looping_map_is_drawn_incrementally_and_as_the_widget(lab, tmp_path) -
     assert run.status == "done" and run.output == sum(i * i for i in range(WIDTH))
     data = page_data(run.export_html(tmp_path / "loop.html"))["runs"][0]
     same_as_the_widget(run, data)
-    last = {c["seq"]: c for c in data["checkpoints"]}[run.head]["lit"]
+    last = lits_of(run)[run.head]
     assert last["edges"]["map→square"] == 6 * WIDTH and last["nodes"]["square"][1].endswith(f"×{6 * WIDTH}")
 
     records = {r.seq: r for r in run.history()}

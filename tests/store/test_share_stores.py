@@ -23,7 +23,11 @@ def test_export_and_compare_on_both_stores(lab, tmp_path) -> None:
     fork.run()
     (data,) = _runs(run.export_html(tmp_path / "run.html"))
     assert [c["seq"] for c in data["checkpoints"]] == list(run.history().seqs)
-    assert [e["kind"] for e in data["events"]] == [e.kind for e in run.events()]
+    assert data["events"] == [
+        {"seq": e.seq, "kind": e.kind, "node": e.node_id, "attempt": e.attempt, "cp": e.checkpoint_seq,
+         "payload": e.payload, "at": e.created_at.isoformat(timespec="milliseconds")}
+        for e in run.events()
+    ]  # fmt: skip
     assert [c["station"] for c in data["checkpoints"][1:3]] == ["Inc", "Check"]
     cmp = lab.compare(run, fork)
     assert cmp.shared == 2 and cmp.first_b["state_before"] == {"count": 10, "seen": []}

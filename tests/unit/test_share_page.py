@@ -12,9 +12,11 @@ import base64
 import hashlib
 import json
 import re
+from dataclasses import dataclass
+from datetime import datetime
 
 from lab.render import START, GraphSpec, SpecEdge, SpecNode, layout, overlay_two_paths
-from lab.share.page import EVENT_COLUMNS, comparison_html, csp, json_block, page_data, page_html
+from lab.share.page import EVENT_COLUMNS, JsonRows, comparison_html, csp, json_block, page_data, page_html
 from lab.share.page_script import SCRIPT
 
 HOSTILE = ["</script><script>alert(1)</script>", "<!-- x", "a & b", "\u2028\u2029", "<img src=x onerror=alert(2)>"]
@@ -27,6 +29,39 @@ def test_the_json_block_escapes_every_closing_sequence_and_round_trips() -> None
     assert json.loads(text) == {"state": HOSTILE, "<key>": "</SCRIPT>"}
 
 
+@dataclass
+class _Point:
+    x: int
+
+
+def test_rows_written_already_are_embedded_as_they_are_and_escaped() -> None:
+    rows = JsonRows('[[0,"a<b",{"x":"</script>","y":1180591620717411303424}]]')
+    text = json_block({"rows": rows, "n": 1})
+    assert "<" not in text and ">" not in text
+    assert json.loads(text) == {"rows": [[0, "a<b", {"x": "</script>", "y": 2**70}]], "n": 1}
+
+
+def test_a_value_orjson_refuses_writes_the_block_as_json_dumps_did() -> None:
+    rows = JsonRows('[[1,"k"]]')
+    for odd in (2**70, -(2**63) - 1, "\ud800 lone", {1: "an int key", 2.5: "a float key"}):
+        text = json_block({"v": odd, "rows": rows})
+        assert json.loads(text) == {"v": json.loads(json.dumps(odd)), "rows": [[1, "k"]]}
+    at = datetime(2026, 1, 2, 3, 4, 5, 6000)
+    assert json.loads(json_block({"at": at, "p": _Point(3)})) == {"at": str(at), "p": str(_Point(3))}
+
+
+def test_the_store_rows_take_the_events_columns_in_order() -> None:
+    from lab.records import EVENT_ROW
+
+    assert len(EVENT_ROW) == len(EVENT_COLUMNS)
+    renamed = {"node_id": "node", "checkpoint_seq": "cp", "created_at": "at"}
+    assert tuple(renamed.get(c, c) for c in EVENT_ROW) == EVENT_COLUMNS
+    html = page_html("t", [{**_run(), "events": JsonRows('[[0,"entered","a",1,0,{"task":1},"t0"]]')}], {"g@1": "<svg/>"})
+    assert page_data(html)["runs"][0]["events"] == [
+        {"seq": 0, "kind": "entered", "node": "a", "attempt": 1, "cp": 0, "payload": {"task": 1}, "at": "t0"}
+    ]
+
+
 def test_events_are_stored_as_rows_and_read_back_as_objects() -> None:
     events = [
         {"seq": 0, "kind": "entered", "node": "a", "attempt": 1, "cp": 0, "payload": {"task": 1}, "at": "t0"},
@@ -35,7 +70,7 @@ def test_events_are_stored_as_rows_and_read_back_as_objects() -> None:
     html = page_html("t", [{**_run(), "events": events}], {"g@1": "<svg></svg>"})
     start = html.index('id="gl-data">') + len('id="gl-data">')
     raw = json.loads(html[start : html.index("</script>", start)])
-    assert raw["version"] == 2
+    assert raw["version"] == 3
     assert raw["runs"][0]["events"] == {
         "columns": list(EVENT_COLUMNS),
         "rows": [[e[k] for k in EVENT_COLUMNS] for e in events],
