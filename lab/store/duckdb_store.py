@@ -242,14 +242,15 @@ class DuckDBStore(
                 self._check_writable()
             journal = self._journal
             assert journal is not None
-            for row in rows:
-                if row.get("t") == "run":
-                    rows = [*rows, self.claim_row(row["run_id"])]
-                    break
+            if not hot:  # a drive's boundary never starts a run
+                for row in rows:
+                    if row.get("t") == "run":
+                        rows = [*rows, self.claim_row(row["run_id"])]
+                        break
             blob = journal.encode(rows)
             # a boundary is synced (fsync=True) and checked; an `entered` event alone rides
             # along with the boundary write that follows it
-            durable = self._buffer_durable or len(rows) != 1 or rows[0].get("kind") != "entered"
+            durable = hot or self._buffer_durable or len(rows) != 1 or rows[0].get("kind") != "entered"
             if sync and not self._buffer:  # the usual step: this transaction alone, written at once
                 journal.write(blob, len(rows), sync=durable and self.fsync, check=durable, hot=hot)
                 self._buffer_durable = False

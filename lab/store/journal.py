@@ -187,6 +187,23 @@ def _dumps_unusual(row: dict[str, Any]) -> bytes:
     return to_json(clean, fallback=str)
 
 
+def _refused_by_orjson(row: dict[str, Any]) -> bytes:
+    """The line of a row orjson refused: a recorded call's `Encoded` request and response spliced at
+    once (not after a `to_json` that fails on them too: an exception, and the row half serialized,
+    every call), any other row pydantic-core's."""
+    if row.get("t") == "call":
+        return _spliced(row)
+    return _core_line(row)
+
+
+def _core_line(row: dict[str, Any]) -> bytes:
+    """pydantic-core's line of a row (a None, a NaN or a type orjson refused)."""
+    try:
+        return to_json(row)  # no `fallback=str` here (it costs on every row): `_dumps_unusual` retries with it
+    except PydanticSerializationError:
+        return _dumps_unusual(row)  # splices Encoded values, escapes observations, or names the field it refuses
+
+
 def _too_large(row: dict[str, Any], size: int) -> UnstorableValueError:
     """A row longer than the database reads back as one journal line: refused, naming its largest field."""
     what = {"cp": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer", "ev": "event"}.get(row.get("t", ""), "row")
@@ -359,32 +376,32 @@ class Journal:
             rows = list(rows)
         first = j = self._next_j
         parts: list[bytes] = []
-        last = rows[-1] if rows else None
+        append = parts.append
+        if rows:  # the last row numbered and marked first: the loop's own stores keep its keys' order
+            last = rows[-1]
+            last["j"] = first + len(rows) - 1
+            last["tx"] = first
+            last["end"] = True  # the last key of the line: a reader cuts a live journal after `,"end":true}`
         for row in rows:
             row["j"] = j
             row["tx"] = first
             j += 1
-            if row is last:
-                row["end"] = True  # the last key of the line: a reader cuts a live journal after `,"end":true}`
-            spliced = False
             try:
                 line = _compiled_dumps(row, None, _COMPILED_ONLY_PLAIN)
             except TypeError:  # a value orjson does not write as pydantic-core would (orjson.JSONEncodeError)
-                # a recorded call's request and response are `Encoded`: spliced at once, not after a
-                # `to_json` that fails on them too (an exception, and the row half serialized, every call)
-                spliced = row.get("t") == "call"
-                line = _spliced(row) if spliced else b"null"
-            if not spliced and line.find(b"null") >= 0:  # a None, a NaN orjson wrote as null, or a type it refused: pydantic-core's line
-                try:
-                    line = to_json(row)  # no `fallback=str` here (it costs on every row): `_dumps_unusual` retries with it
-                except PydanticSerializationError:
-                    line = _dumps_unusual(row)  # splices Encoded values, escapes observations, or names the field it refuses
-            if len(line) > MAX_LINE:
-                raise _too_large(row, len(line))
-            parts.append(line)
+                line = _refused_by_orjson(row)
+            else:
+                if line.find(b"null") >= 0:  # a None, or a NaN orjson wrote as null: pydantic-core's line
+                    line = _core_line(row)
+            append(line)
+        append(b"")
+        blob = b"\n".join(parts)
+        if len(blob) > MAX_LINE:  # only then can a line be too long
+            for row, line in zip(rows, parts[:-1], strict=True):
+                if len(line) > MAX_LINE:
+                    raise _too_large(row, len(line))
         self._next_j = j
-        parts.append(b"")
-        return b"\n".join(parts)
+        return blob
 
     def _check_file(self) -> int:
         """The file's size, after checking it is still the journal at `path`."""
