@@ -51,10 +51,13 @@ class SerialHooks:
         # interrupted. In batch mode this one `os.write` also carries the settlements buffered
         # since, so a kill loses no settled boundary either; batch saves the settlement's own write.
         # In step mode it carries the previous station's settlement (see `settled`): one write.
+        # A held settlement makes this a boundary inside a running drive (`hot`): the store checks
+        # its journal file once a millisecond then, not every write (lab/store/journal.py); a
+        # drive's last write (`flush_settled`, or the settlement at End) is always checked.
         if self._fence:  # a loop was abandoned under this run: nothing from its thread is written
             self._check_fence()
         try:
-            journal.write(rows, sync=True)
+            journal.write(rows, sync=True, hot=bool(journal.stash))
         except StoreError as exc:
             if not self._settlement_refused(exc):
                 raise

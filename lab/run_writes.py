@@ -92,11 +92,12 @@ class Journal:
         self.stash.extend(rows)
         self.undo = undo
 
-    def write(self, rows: list[dict[str, Any]], *, sync: bool) -> None:
+    def write(self, rows: list[dict[str, Any]], *, sync: bool, hot: bool = False) -> None:
         """Write `rows` as one journal transaction (through to disk when `sync`), then tell the listeners.
 
         Rows held back (`hold`) lead the transaction; if it fails they are dropped with it and
-        their `undo` is called, so the run's head goes back to what is written.
+        their `undo` is called, so the run's head goes back to what is written. `hot`: a boundary
+        inside a running drive (`Store.write`).
         """
         undo = None
         if self.stash:
@@ -105,7 +106,7 @@ class Journal:
         if self.tracer is not None:
             self.tracer(rows)
         try:
-            self.lab.store.write(rows, sync=sync)
+            self.lab.store.write(rows, sync=sync, hot=hot)
         except StoreError:
             # nothing of this transaction was kept: its events never happened, the head stands
             seqs = [r["seq"] for r in rows if r.get("t") == "ev" and r.get("run_id") == self.run_id]

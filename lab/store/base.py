@@ -68,13 +68,14 @@ class Store(ABC):
         """Make everything written durable and release the store for every Lab sharing it."""
 
     @abstractmethod
-    def write(self, rows: Sequence[dict[str, Any]], *, sync: bool = True) -> None:
+    def write(self, rows: Sequence[dict[str, Any]], *, sync: bool = True, hot: bool = False) -> None:
         """Store one transaction of rows, atomically.
 
         `sync=False` (durability="batch") may hold the transaction in memory; it is written, in
         order, with the next `sync=True` write or `flush()`. A write that fails raises a
         `StoreError` (`UnstorableValueError` for a value the store cannot hold) and keeps none of
-        its rows.
+        its rows. `hot=True` marks a boundary inside a running drive (a held settlement with the
+        next `entered`): a store may make the checks it repeats on every write less often then.
         """
 
     @abstractmethod

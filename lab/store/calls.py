@@ -72,7 +72,7 @@ class CallTables:
     dialect: Dialect
 
     @abstractmethod
-    def write(self, rows: Sequence[dict[str, Any]], *, sync: bool = True) -> None:
+    def write(self, rows: Sequence[dict[str, Any]], *, sync: bool = True, hot: bool = False) -> None:
         """The store's journal write (`Store.write`)."""
 
     @abstractmethod

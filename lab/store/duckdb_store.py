@@ -223,8 +223,11 @@ class DuckDBStore(
 
     # -- writing -------------------------------------------------------------------------
 
-    def write(self, rows: Sequence[dict[str, Any]], *, sync: bool = True) -> None:
+    def write(self, rows: Sequence[dict[str, Any]], *, sync: bool = True, hot: bool = False) -> None:
         """Append one transaction of journal rows. `sync=False` buffers it (durability="batch").
+
+        `hot`: a boundary inside a running drive, which checks the journal file only every
+        `Journal.check_every` seconds (lab/store/journal.py says what that guarantees).
 
         A write that fails (`UnstorableValueError` for a value the store cannot hold, a
         `StoreError` for a full disk or a journal deleted under it) leaves the journal as it was
@@ -239,16 +242,17 @@ class DuckDBStore(
                 self._check_writable()
             journal = self._journal
             assert journal is not None
-            for row in rows:
-                if row.get("t") == "run":
-                    rows = [*rows, self.claim_row(row["run_id"])]
-                    break
+            if not hot:  # a drive's boundary never starts a run
+                for row in rows:
+                    if row.get("t") == "run":
+                        rows = [*rows, self.claim_row(row["run_id"])]
+                        break
             blob = journal.encode(rows)
             # a boundary is synced (fsync=True) and checked; an `entered` event alone rides
             # along with the boundary write that follows it
-            durable = self._buffer_durable or len(rows) != 1 or rows[0].get("kind") != "entered"
+            durable = hot or self._buffer_durable or len(rows) != 1 or rows[0].get("kind") != "entered"
             if sync and not self._buffer:  # the usual step: this transaction alone, written at once
-                journal.write(blob, len(rows), sync=durable and self.fsync, check=durable)
+                journal.write(blob, len(rows), sync=durable and self.fsync, check=durable, hot=hot)
                 self._buffer_durable = False
             else:
                 self._buffer_durable = durable

@@ -16,7 +16,17 @@ complete transactions on both sides.
 Faults (each leaves the journal well-formed, never a torn line in the middle):
 - a write that fails part-way (disk full, file too large) is cut back to the last complete
   transaction before the error is raised, so the failed bytes are never followed by more;
-- a journal deleted (or replaced) while open is detected before the next write, which fails;
+- a journal deleted (or replaced, or changed by another program) while open is detected by the
+  next checked write, which fails, and so does every write after it. Every write is checked
+  except two kinds that ride on a check made moments before: an `entered` event alone (the
+  boundary write that follows it is checked), and a boundary inside a running drive (a held
+  settlement with the next station's `entered`, `hot=True`) less than `CHECK_EVERY` (1 ms)
+  after the last check. So the damage is refused at the latest by the last write of the call
+  that meets it (`run.step()` and `run.run()` end with a checked write: the settlement they
+  report), and inside a long drive by the first boundary 1 ms after the last check; a boundary
+  written in that window went to the same open file, which the store still folds on close. The
+  check is an `fstat`, a system call: in a 60 µs station it cost more wall time than its
+  instructions show (docs/benchmarks.md, "step27");
 - a string the database cannot hold (a lone surrogate, as `os.fsdecode` makes of undecodable
   file names) is escaped in event payloads and errors, which are observations, and refused
   anywhere else (state, output, next stations), naming the field: it is never written.
@@ -53,6 +63,7 @@ _ESCAPED_FIELDS = frozenset({"payload", "error"})
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 _compiled_dumps = orjson.dumps
+_monotonic = time.monotonic
 _COMPILED_ONLY_PLAIN = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 """`Journal.encode` writes a row with orjson (compiled: a third of pydantic-core's `to_json` per row) when it
 holds only JSON's own values (str, int in 64 bits, float, bool, None, dict with str keys, list, tuple) and
@@ -176,6 +187,23 @@ def _dumps_unusual(row: dict[str, Any]) -> bytes:
     return to_json(clean, fallback=str)
 
 
+def _refused_by_orjson(row: dict[str, Any]) -> bytes:
+    """The line of a row orjson refused: a recorded call's `Encoded` request and response spliced at
+    once (not after a `to_json` that fails on them too: an exception, and the row half serialized,
+    every call), any other row pydantic-core's."""
+    if row.get("t") == "call":
+        return _spliced(row)
+    return _core_line(row)
+
+
+def _core_line(row: dict[str, Any]) -> bytes:
+    """pydantic-core's line of a row (a None, a NaN or a type orjson refused)."""
+    try:
+        return to_json(row)  # no `fallback=str` here (it costs on every row): `_dumps_unusual` retries with it
+    except PydanticSerializationError:
+        return _dumps_unusual(row)  # splices Encoded values, escapes observations, or names the field it refuses
+
+
 def _too_large(row: dict[str, Any], size: int) -> UnstorableValueError:
     """A row longer than the database reads back as one journal line: refused, naming its largest field."""
     what = {"cp": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer", "ev": "event"}.get(row.get("t", ""), "row")
@@ -274,6 +302,10 @@ def salvage_lines(data: bytes) -> tuple[bytes, int, int]:
     return kept, len(s.complete), len(s.damaged) + (1 if s.good_end < len(data) else 0)
 
 
+CHECK_EVERY = 0.001
+"""Seconds a drive's boundary writes (`hot=True`) go unchecked after the journal file was checked."""
+
+
 class Journal:
     """The journal file of one store. Not thread-safe: the store serialises access."""
 
@@ -294,6 +326,10 @@ class Journal:
         self.pending_lines = 0
         """Lines written since the last fold."""
         self.good_end = 0
+        self.check_every = CHECK_EVERY
+        """Seconds after a check that a hot write skips the next one (0: every write is checked)."""
+        self._check_due = 0.0
+        """`time.monotonic()` from which a hot write checks the file again."""
 
     def read(self) -> bytes:
         if self._fd < 0:
@@ -340,32 +376,32 @@ class Journal:
             rows = list(rows)
         first = j = self._next_j
         parts: list[bytes] = []
-        last = rows[-1] if rows else None
+        append = parts.append
+        if rows:  # the last row numbered and marked first: the loop's own stores keep its keys' order
+            last = rows[-1]
+            last["j"] = first + len(rows) - 1
+            last["tx"] = first
+            last["end"] = True  # the last key of the line: a reader cuts a live journal after `,"end":true}`
         for row in rows:
             row["j"] = j
             row["tx"] = first
             j += 1
-            if row is last:
-                row["end"] = True  # the last key of the line: a reader cuts a live journal after `,"end":true}`
-            spliced = False
             try:
                 line = _compiled_dumps(row, None, _COMPILED_ONLY_PLAIN)
             except TypeError:  # a value orjson does not write as pydantic-core would (orjson.JSONEncodeError)
-                # a recorded call's request and response are `Encoded`: spliced at once, not after a
-                # `to_json` that fails on them too (an exception, and the row half serialized, every call)
-                spliced = row.get("t") == "call"
-                line = _spliced(row) if spliced else b"null"
-            if not spliced and line.find(b"null") >= 0:  # a None, a NaN orjson wrote as null, or a type it refused: pydantic-core's line
-                try:
-                    line = to_json(row)  # no `fallback=str` here (it costs on every row): `_dumps_unusual` retries with it
-                except PydanticSerializationError:
-                    line = _dumps_unusual(row)  # splices Encoded values, escapes observations, or names the field it refuses
-            if len(line) > MAX_LINE:
-                raise _too_large(row, len(line))
-            parts.append(line)
+                line = _refused_by_orjson(row)
+            else:
+                if line.find(b"null") >= 0:  # a None, or a NaN orjson wrote as null: pydantic-core's line
+                    line = _core_line(row)
+            append(line)
+        append(b"")
+        blob = b"\n".join(parts)
+        if len(blob) > MAX_LINE:  # only then can a line be too long
+            for row, line in zip(rows, parts[:-1], strict=True):
+                if len(line) > MAX_LINE:
+                    raise _too_large(row, len(line))
         self._next_j = j
-        parts.append(b"")
-        return b"\n".join(parts)
+        return blob
 
     def _check_file(self) -> int:
         """The file's size, after checking it is still the journal at `path`."""
@@ -385,21 +421,23 @@ class Journal:
             raise StoreError(f"cannot write: {self._broken}")
         return st.st_size
 
-    def write(self, blob: bytes, lines: int, *, sync: bool | None = None, check: bool = True) -> None:
+    def write(self, blob: bytes, lines: int, *, sync: bool | None = None, check: bool = True, hot: bool = False) -> None:
         """Append complete transactions; returns once the OS has them (and the disk, with fsync).
 
         A write that fails part-way is cut back to where it started, so the journal still
         ends with a complete transaction, and raised as a `StoreError`. `check` first makes
         sure the file is still the journal (an `fstat`, which costs more than the write itself
         right after one): the store skips it for an `entered` event alone, whose boundary write
-        follows at once and is checked.
+        follows at once and is checked. A `hot` write (a boundary inside a running drive) is
+        checked only once `check_every` seconds passed since the last check (module docstring).
         """
         if self._broken:
             raise StoreError(f"cannot write: {self._broken}")
-        if check:  # inlined `_check_file` (the hot path): the file is still the journal at `path`
+        if check and (not hot or _monotonic() >= self._check_due):  # inlined `_check_file` (the hot path)
             st = os.fstat(self._fd)
             if st.st_nlink == 0 or st.st_size != self._size:
                 self._check_file()
+            self._check_due = _monotonic() + self.check_every
         start = self._size
         try:
             n = os.write(self._fd, blob)

@@ -378,8 +378,11 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
 
     # -- writing -------------------------------------------------------------------------
 
-    def write(self, rows: Sequence[dict[str, Any]], *, sync: bool = True) -> None:
-        """One transaction of rows in one round trip; `sync=False` holds it until the next write."""
+    def write(self, rows: Sequence[dict[str, Any]], *, sync: bool = True, hot: bool = False) -> None:
+        """One transaction of rows in one round trip; `sync=False` holds it until the next write.
+
+        `hot` changes nothing here: the server checks every transaction.
+        """
         with self._lock:
             self._check_open()
             blob = _encode(rows)  # refuses what jsonb cannot hold before anything is sent
