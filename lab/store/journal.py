@@ -83,6 +83,9 @@ PAD_STEP_MAX = 1 << 26
 start, so the file settles at the largest journal between two folds)."""
 _ZEROS = bytes(1 << 20)
 _SECTOR = 512
+_HEADROOM = 1 << 16
+"""A checked (boundary) write grows the zeros when fewer than this would be left, so the small
+unchecked `entered` write before a station practically never grows them (and never fails for it)."""
 _READ_CHUNK = 1 << 18
 
 
@@ -501,7 +504,8 @@ class Journal:
         """`write` for `fsync=True`: one `pwrite` at the data end into the zeros, then one `fdatasync`.
 
         The blocks are already allocated, written and synced, and the size does not change, so the
-        sync carries the data alone. The zeros grow first when the blob does not fit (`_grow`). A
+        sync carries the data alone. The zeros grow first when the blob does not fit, or (a boundary)
+        would leave less than `_HEADROOM` (`_grow`). A
         write that fails part-way gets its zeros back, so the data still ends with a complete
         transaction (a reader stops at the first NUL), and is raised as a `StoreError`.
         """
@@ -514,8 +518,8 @@ class Journal:
                 self._check_file()
         start = self._size
         end = start + len(blob)
-        if end > self._alloc:
-            self._grow(end)
+        if end > self._alloc or (check and end + _HEADROOM > self._alloc):
+            self._grow(end + _HEADROOM)  # at a checked boundary: an `entered` event alone never has to
         try:
             n = os.pwrite(fd, blob, start)
             while n < len(blob):  # a short write: the rest, or the error that stopped it

@@ -7,8 +7,6 @@ graph serves every scenario:
     python -m tests.integration.hostile_worker leave DB      # a done run and a running one, journal unfolded, exit
     python -m tests.integration.hostile_worker die DB        # the process dies inside a station
     python -m tests.integration.hostile_worker diskfull DB   # RLIMIT_FSIZE hits while a run steps
-    python -m tests.integration.hostile_worker diskfull-fsync DB  # the same with Lab(fsync=True): the
-                                                             # in-place journal's zeros cannot grow
 """
 
 from __future__ import annotations
@@ -85,18 +83,14 @@ def _die(db: str) -> None:
     run.run()
 
 
-def _diskfull(db: str, fsync: bool = False) -> None:
-    """Step a run until the file size limit makes a journal write fail, then lift it and finish.
-
-    With `fsync=True` the journal is written in place into zeros (1 MiB at first): the write that
-    fails is the growth of the zeros, so the states are larger, to outgrow them.
-    """
+def _diskfull(db: str) -> None:
+    """Step a run until the file size limit makes a journal write fail, then lift it and finish."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit returns EFBIG instead
-    lab = Lab(db, fsync=fsync)
+    lab = Lab(db)
     g = declare(lab)
     done = g.start(Step(), state=Bag()).run()
     lab.store.fold()
-    run = g.start(Step(), state=Bag(limit=40, pad="x" * (40_000 if fsync else 3000)))
+    run = g.start(Step(), state=Bag(limit=40, pad="x" * 3000))
     journal = db + ".journal"
     _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(journal) + 20_000, hard))
@@ -135,9 +129,6 @@ def _diskfull(db: str, fsync: bool = False) -> None:
 
 
 def main(scenario: str, db: str) -> None:
-    if scenario == "diskfull-fsync":
-        _diskfull(db, fsync=True)
-        return
     {"leave": _leave, "die": _die, "diskfull": _diskfull}[scenario](db)
 
 

@@ -103,7 +103,7 @@ def test_another_process_writes_in_place_and_this_one_reads_and_folds_it(tmp_pat
     Lab(db).close()
     peer = Peer(db, fsync=True)
     try:
-        run_id = peer.do("run = counter.start(Inc(by=2), state=State()); run.run(); out = run.id")
+        run_id = peer.do("run = counter.start(Inc(by=2), state=State()); run.run(max_steps=6); out = run.id")
         peer_journal = Path(peer.do("out = lab.store._journal.path"))
         size = peer_journal.stat().st_size
         assert data_end(peer_journal) < size, "the peer's journal has no zeros"
@@ -116,12 +116,12 @@ def test_another_process_writes_in_place_and_this_one_reads_and_folds_it(tmp_pat
             lab = Lab(db)
             try:
                 declare(lab)
-                assert lab.run(run_id).status == "done"
+                assert lab.run(run_id).head_seq == 6
                 peer.kill()  # its journal stays as it was: data, then zeros
                 assert peer_journal.stat().st_size == size
                 lab.store.fold()  # a journal whose writer is gone is folded and emptied here
                 assert peer_journal.stat().st_size == 0
-                assert lab.run(run_id).status == "done"
+                assert lab.run(run_id).head_seq == 6
             finally:
                 lab.close()
         assert not torn_warnings(caplog)
@@ -133,7 +133,7 @@ def test_another_process_writes_in_place_and_this_one_reads_and_folds_it(tmp_pat
 def test_salvage_of_a_padded_journal_counts_the_damage_not_the_zeros(tmp_path):
     db = tmp_path / "lab.duckdb"
     lab = Lab(db, fsync=True)
-    runs = [declare(lab).start(entry(), state=State()).run() for _ in range(2)]
+    runs = [declare(lab).start(entry(), state=State()).run(max_steps=8)]
     padded = bytearray(journal_of(db).read_bytes())
     lab.close()
     s = scan(bytes(padded))
@@ -147,7 +147,7 @@ def test_salvage_of_a_padded_journal_counts_the_damage_not_the_zeros(tmp_path):
     assert "left out 1 damaged part(s)" in summary, summary
     with Lab(db) as again:
         declare(again)
-        assert [again.run(r.id).status for r in runs] == ["done", "done"]
+        assert [again.run(r.id).head_seq for r in runs] == [8]
 
 
 def test_pieces_of_a_write_lost_in_a_power_loss_are_a_torn_tail_and_are_zeroed(tmp_path, caplog):
@@ -207,3 +207,33 @@ def test_a_write_that_fails_part_way_gets_its_zeros_back(tmp_path, monkeypatch):
     with Lab(db) as again:
         declare(again)
         assert again.run(run.id).status == "done"
+
+
+def test_zeros_that_cannot_grow_fail_the_write_and_leave_the_journal_as_it_was(tmp_path, monkeypatch):
+    """A full disk while the zeros grow: the file is cut back to its size, nothing of the write is kept."""
+    db = tmp_path / "lab.duckdb"
+    lab = Lab(db, fsync=True)
+    try:
+        run = declare(lab).start(entry(), state=State())
+        run.step()
+        journal = lab.store._journal
+        size, end = journal_of(db).stat().st_size, journal.written()
+        real = os.pwrite
+
+        def full_beyond_the_zeros(fd: int, data: bytes, offset: int) -> int:
+            if fd == journal._fd and offset >= size:
+                real(fd, bytes(data)[:100], offset)  # the disk took a little, then was full
+                raise OSError(28, "No space left on device")
+            return real(fd, data, offset)
+
+        monkeypatch.setattr(os, "pwrite", full_beyond_the_zeros)
+        too_big = journal.encode([{"t": "ev", "run_id": run.id, "payload": "x" * size}])  # does not fit in the zeros
+        with pytest.raises(StoreError, match="No space left on device"):
+            journal.write(too_big, 1)
+        monkeypatch.undo()
+        assert journal_of(db).stat().st_size == size, "the failed growth was not cut back"
+        s = scan(journal_of(db).read_bytes())
+        assert s.good_end == end and not s.torn and not s.damaged
+        assert run.run().status == "done"
+    finally:
+        lab.close()

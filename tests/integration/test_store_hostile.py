@@ -194,18 +194,16 @@ def test_a_line_duckdb_cannot_read_is_salvaged_without_losing_an_unrelated_finis
 # -- 3. disk full ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scenario", ["diskfull", "diskfull-fsync"])
-def test_a_full_disk_fails_the_step_keeps_the_journal_well_formed_and_loses_nothing_settled(tmp_path, scenario):
+def test_a_full_disk_fails_the_step_keeps_the_journal_well_formed_and_loses_nothing_settled(tmp_path):
     db = tmp_path / "lab.duckdb"
-    out = worker(db, scenario)
+    out = worker(db, "diskfull")
     assert "cannot write to the journal" in out["error"] and "File too large" in out["error"]
     assert out["again"], "a write while the disk is still full must fail too"
     assert out["failed_head"] == len(out["settled"])  # the run stayed at its last settled checkpoint
     assert (out["status"], out["output"], out["head"]) == ("done", 40, 40)
     data = journal_of(db).read_bytes()
     s = scan(data)
-    assert not s.damaged and s.good_end == s.end and not s.torn  # no torn line anywhere
-    assert not data[s.end :].strip(b"\0"), "only zeros after the data (fsync=True) or nothing"
+    assert not s.damaged and s.good_end == len(data)  # no torn line anywhere
     with Lab(db) as lab:
         declare(lab)
         assert lab.run(out["done"]).output == 6
