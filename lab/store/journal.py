@@ -628,10 +628,17 @@ class Journal:
             return  # keep what the open (deleted or changed) file holds; nothing new is written
         if self.in_place:
             first = min(self._size, _SECTOR)
-            for start, end in ((0, first), (first, self._size)):
-                if end > start:
-                    self._zero(start, end)
-                    os.fdatasync(self._fd)
+            try:
+                for start, end in ((0, first), (first, self._size)):
+                    if end > start:
+                        self._zero(start, end)
+                        os.fdatasync(self._fd)
+            except OSError as exc:  # folded already: the next open drops what is left (after the first NUL)
+                self._broken = (
+                    f"the journal {self.path} could not be emptied after a fold ({exc.strerror}); what it holds is in "
+                    "the database. Close the lab (lab.close()) and open it again"
+                )
+                raise StoreError(f"cannot write: {self._broken}") from None
         else:
             os.ftruncate(self._fd, 0)
         self._size = 0
