@@ -177,7 +177,7 @@ class BenchReport:
     machine: dict[str, str]
     day: str = field(default_factory=lambda: date.today().isoformat())
     sync_us: float | None = None
-    """Median of one 1 KB append + `fdatasync` in the benchmark's directory, taken between the
+    """Median of one 1 KB write in place + `fdatasync` in the benchmark's directory, taken between the
     timed rounds: what one boundary of the fsync variant cannot avoid paying for the disk."""
 
     @property
@@ -399,14 +399,20 @@ def run_benchmark(
 
 
 def disk_sync_seconds(directory: str, n: int) -> list[float]:
-    """`n` timings of one 1 KB append + `fdatasync` to a file in `directory` (the disk's own cost)."""
+    """`n` timings of one 1 KB write in place + `fdatasync` to a file in `directory` (the disk's own cost).
+
+    In place, as the `fsync=True` journal writes (lab/store/journal.py): into zeros already written
+    and synced, so the sync carries no metadata. `python -m lab.bench.disk` compares the ways.
+    """
     path = os.path.join(directory, "sync-probe")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     out = []
     try:
-        for _ in range(n):
+        os.write(fd, bytes(1024 * n))
+        os.fsync(fd)
+        for i in range(n):
             t = time.perf_counter()
-            os.write(fd, b"x" * 1023 + b"\n")
+            os.pwrite(fd, b"x" * 1023 + b"\n", 1024 * i)
             os.fdatasync(fd)
             out.append(time.perf_counter() - t)
     finally:
@@ -606,7 +612,7 @@ def to_markdown(report: BenchReport) -> str:
         share = f" ({report.sync_us / (floor * 1e6):.2f}x the floor's median)" if floor else ""
         lines += [
             "",
-            f"Disk: one 1 KB append + fdatasync in the same directory, between rounds: median "
+            f"Disk: one 1 KB write in place + fdatasync in the same directory, between rounds: median "
             f"{report.sync_us:.1f} µs{share}; the fsync row pays one per station.",
         ]
     bad = [k for k, v in report.variants.items() if v.seconds and any(o != report.visits for o in v.outputs)]

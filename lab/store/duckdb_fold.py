@@ -21,7 +21,7 @@ from ..errors import CheckpointError, StoreError
 from .dialect import DUCKDB
 from .duckdb_files import MEMORY
 from .holders import CountingLock, StoreLock, journal_slots, slot_is_free
-from .journal import Journal, JournalDamagedError, scan
+from .journal import Journal, JournalDamagedError, read_data, scan
 from .schema import CHECKPOINT_CONFLICTS, FOLD_NEEDS, JOURNAL_SELECT, line_limit
 
 __all__ = ("JournalFold", "Source")
@@ -75,7 +75,10 @@ class JournalFold:
         This process's journal is all complete transactions. A slot no process holds belongs to
         a process that is gone: it is read whole (a torn tail is left out; damage before a complete
         transaction is an error) and, once folded, emptied. A live process's journal is cut after
-        its last complete transaction (a write may be under way). Called with the file attached.
+        its last complete transaction (a write may be under way). Every journal's data ends at its
+        first NUL byte (an in-place journal, `fsync=True`, is zero-filled beyond its data; journal.py),
+        so the size from `stat` may be more than the data: reading stops at the zeros. Called with the
+        file attached.
         """
         con = self._con
         marks = {f: (ino, folded) for f, ino, folded in con.execute("SELECT file, ino, folded FROM journal_marks").fetchall()}
@@ -110,10 +113,9 @@ class JournalFold:
                 continue
             if fd == -2:
                 data = own.read_at(mark, size - mark)
-            else:
+            else:  # up to the first NUL: an in-place journal (fsync=True) is zero-filled beyond its data
                 with open(path, "rb") as f:
-                    f.seek(mark)
-                    data = f.read(size - mark)
+                    data = read_data(f.fileno(), mark, size)
             if fd >= 0 or read_only:
                 try:
                     data = self._complete(path, data, mark, warn=fd >= 0)
@@ -139,8 +141,8 @@ class JournalFold:
                 f"is left as it is. Run `python -m lab salvage --store {self.path}` to keep every complete "
                 "transaction on both sides, or restore it from a backup"
             )
-        if s.good_end < len(data) and warn:
-            log.warning("journal %s: dropped a torn tail of %d bytes left by a killed process", path, len(data) - s.good_end)
+        if s.torn and warn:
+            log.warning("journal %s: dropped a torn tail of %d bytes left by a killed process", path, s.torn)
         return data[: s.good_end]
 
     def _load_journal_rows(self, con: duckdb.DuckDBPyConnection, sources: list[Source], tmp: str) -> None:

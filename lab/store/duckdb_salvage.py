@@ -64,7 +64,7 @@ def _needs_salvage(journal: str) -> bool:
     with open(journal, "rb") as f:
         data = f.read()
     s = scan(data)
-    return bool(s.damaged) or s.good_end < len(data)
+    return bool(s.damaged) or s.torn > 0  # zero padding (an in-place journal's) is no damage
 
 
 def _salvage_one(real: str, journal: str) -> str:
@@ -117,7 +117,7 @@ def _salvage_one(real: str, journal: str) -> str:
     os.replace(journal, backup)
     os.replace(fresh, journal)
     unfoldable = len(txns) - len(kept)
-    damaged = len(s.damaged) + (1 if s.good_end < len(data) else 0)
+    damaged = len(s.damaged) + (1 if s.torn else 0)
     return (
         f"kept {len(kept)} complete transaction(s) of {journal} (replayed by the next Lab({real!r})); left out "
         f"{damaged} damaged part(s) and {unfoldable} transaction(s) the database cannot fold. The original journal "

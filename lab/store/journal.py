@@ -31,6 +31,14 @@ Faults (each leaves the journal well-formed, never a torn line in the middle):
   file names) is escaped in event payloads and errors, which are observations, and refused
   anywhere else (state, output, next stations), naming the field: it is never written.
 
+With `fsync=True` the journal is written in place (`Journal.write_in_place`): the file keeps a
+zero-filled, synced region beyond its data, and a boundary is one `pwrite` at the data end and one
+`fdatasync` that carries no metadata (no size change, no block allocated). So every reader takes a
+journal's data to end at its first NUL byte: JSON text never holds a raw NUL (the encoders write
+`\u0000`), so the zeros are padding, never damage. Non-zero bytes after that NUL can only be the
+remains of a write that never completed before a power loss (in place, the disk may keep any of
+its blocks); they are dropped like a torn tail, with a warning, and zeroed by the next owner.
+
 A top-level value of a row may be `Encoded`: JSON text pydantic-core already wrote (a recorded
 call's request and response, lab/recording.py), spliced into the line as it is instead of being
 decoded and encoded again. The line is the same JSON either way.
@@ -38,6 +46,7 @@ decoded and encoded again. The line is the same JSON either way.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -53,7 +62,10 @@ from pydantic_core import PydanticSerializationError, to_json
 from ..errors import StoreError
 from .schema import MAX_LINE
 
-__all__ = ("Encoded", "Journal", "JournalDamagedError", "ReplayReport", "UnstorableValueError", "dumps", "scan", "salvage_lines", "string_at")
+__all__ = (
+    "Encoded", "Journal", "JournalDamagedError", "ReplayReport", "UnstorableValueError", "dumps", "read_data", "scan",
+    "salvage_lines", "string_at",
+)  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +84,20 @@ raises, and the row takes pydantic-core's `to_json` as before. orjson writes NaN
 where pydantic-core writes `NaN`: a line holding `null` is written again by pydantic-core, so no value is
 stored differently. For the values orjson takes, the two write the same bytes (floats by the same shortest
 round-trip form, strings with the same escapes): tests/store/test_journal_encoder.py."""
+
+
+PAD_STEP = 1 << 20
+"""The least the zero-filled region of an in-place journal grows by (bytes): each growth is one
+`fdatasync` with metadata, so about one per 1,000 boundaries of 1 KB at first."""
+PAD_STEP_MAX = 1 << 26
+"""The most it grows by at once: it doubles the file up to this (a fold rewinds the data to the
+start, so the file settles at the largest journal between two folds)."""
+_ZEROS = bytes(1 << 20)
+_SECTOR = 512
+_HEADROOM = 1 << 16
+"""A checked (boundary) write grows the zeros when fewer than this would be left, so the small
+unchecked `entered` write before a station practically never grows them (and never fails for it)."""
+_READ_CHUNK = 1 << 18
 
 
 class JournalDamagedError(StoreError):
@@ -239,11 +265,19 @@ class Scan:
     lines: int = 0
     """Lines in complete transactions."""
     last_j: int = -1
+    end: int = 0
+    """Where the data ends: the first NUL byte (an in-place journal's zero padding), else the length."""
+    torn: int = 0
+    """Bytes after `good_end` that are not zero padding: a torn tail, dropped (0 when there is none)."""
 
 
 def scan(data: bytes) -> Scan:
-    """Cut journal bytes into complete transactions, damaged parts and a tail."""
+    """Cut journal bytes into complete transactions, damaged parts and a tail (zero padding is neither)."""
     out = Scan()
+    end = data.find(b"\0")
+    if end < 0:
+        end = len(data)
+    out.end = end
     pos = 0
     line_no = 0
     tx_start = 0  # byte offset of the current transaction's first line
@@ -253,8 +287,8 @@ def scan(data: bytes) -> Scan:
     tx_lines = 0
     expect_j: int | None = None
     pending_damage: list[tuple[int, int, int]] = []
-    while pos < len(data):
-        nl = data.find(b"\n", pos)
+    while pos < end:
+        nl = data.find(b"\n", pos, end)
         if nl < 0:
             break  # an unterminated last line: the tail
         line_no += 1
@@ -292,14 +326,38 @@ def scan(data: bytes) -> Scan:
             else:
                 pending_damage.append((tx_line, tx_start, pos))
             tx_lines, tx_ok, tx_first = 0, True, None
+    # bytes after the padding can only be pieces of an in-place write a power loss tore: a tail too
+    last = len(data) if end == len(data) else len(data.rstrip(b"\0"))
+    out.torn = max(last - out.good_end, 0)
     return out
+
+
+def read_data(fd: int, offset: int, limit: int) -> bytes:
+    """The bytes of an open journal from `offset` up to its first NUL (the padding) or `limit`.
+
+    Read in chunks, so the zeros of an in-place journal's region are not all read each time.
+    """
+    parts: list[bytes] = []
+    chunk = _READ_CHUNK
+    while offset < limit:
+        got = os.pread(fd, min(chunk, limit - offset), offset)
+        if not got:
+            break
+        nul = got.find(b"\0")
+        if nul >= 0:
+            parts.append(got[:nul])
+            break
+        parts.append(got)
+        offset += len(got)
+        chunk = min(chunk * 2, 1 << 24)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def salvage_lines(data: bytes) -> tuple[bytes, int, int]:
     """The complete transactions of damaged journal bytes, and (transactions kept, damaged parts left out)."""
     s = scan(data)
     kept = b"".join(data[a:b] for a, b in s.complete)
-    return kept, len(s.complete), len(s.damaged) + (1 if s.good_end < len(data) else 0)
+    return kept, len(s.complete), len(s.damaged) + (1 if s.torn else 0)
 
 
 CHECK_EVERY = 0.001
@@ -313,15 +371,21 @@ class Journal:
         self.path = path
         self.fsync = fsync
         self.read_only = read_only
-        if fd is not None:  # a slot this process holds (holders.claim_slot)
+        self.in_place = fsync and not read_only
+        """Written in place into a zero-filled region (`fsync=True`): a sync with no metadata."""
+        if fd is not None:  # a slot this process holds (holders.claim_slot), opened O_APPEND
             self._fd = fd
+            if self.in_place:  # Linux's pwrite appends on an O_APPEND fd whatever its offset
+                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_APPEND)
         elif read_only:
             self._fd = os.open(path, os.O_RDONLY) if os.path.exists(path) else -1
         else:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | (0 if self.in_place else os.O_APPEND), 0o644)
         self._next_j = 0
         self._size = 0
-        """Bytes of complete transactions in the file: where a failed write is cut back to."""
+        """Bytes of complete transactions in the file (the data end): where a failed write is cut back to."""
+        self._alloc = 0
+        """In place: the file's size, data and the zeros after it, all synced (what `fstat` must say)."""
         self._broken: str | None = None
         self.pending_lines = 0
         """Lines written since the last fold."""
@@ -330,6 +394,8 @@ class Journal:
         """Seconds after a check that a hot write skips the next one (0: every write is checked)."""
         self._check_due = 0.0
         """`time.monotonic()` from which a hot write checks the file again."""
+        if self.in_place:
+            self.write = self.write_in_place  # type: ignore[method-assign]
 
     def read(self) -> bytes:
         if self._fd < 0:
@@ -341,6 +407,7 @@ class Journal:
         """Drop a torn tail left by a killed process; report how many complete lines remain.
 
         Damage before a complete transaction is not a tail: `JournalDamagedError`, file kept.
+        Zero padding (an in-place journal's) is no tail: kept in place, cut off otherwise.
         """
         data = self.read()
         s = scan(data)
@@ -353,12 +420,19 @@ class Journal:
                 f"{self.path.removesuffix('.journal')}` to keep every complete transaction on both sides "
                 "(the damaged journal is kept beside it as .damaged-<time>), or restore it from a backup"
             )
-        dropped = len(data) - s.good_end
+        dropped = s.torn
         if dropped:
             if self.read_only:
                 log.info("journal %s: ignoring a torn tail of %d bytes (read-only)", self.path, dropped)
             else:
                 log.warning("journal %s: dropped a torn tail of %d bytes left by a killed process", self.path, dropped)
+        if not self.read_only:
+            if self.in_place:
+                self._alloc = len(data)
+                if dropped:  # the torn bytes become padding again, durably, before anything is written after them
+                    self._zero(s.good_end, s.good_end + dropped)
+                    os.fdatasync(self._fd)
+            elif len(data) > s.good_end:
                 os.ftruncate(self._fd, s.good_end)
         self.good_end = s.good_end
         self._size = s.good_end
@@ -412,10 +486,11 @@ class Journal:
                 "the last fold is still folded from the open file on close, but nothing more can be made "
                 "durable. Close the lab (lab.close()) and open it again"
             )
-        elif st.st_size != self._size:
+        elif st.st_size != (self._alloc if self.in_place else self._size):
             self._broken = (
                 f"the journal {self.path} was changed by another program while the store was open (it holds "
-                f"{st.st_size} bytes, the store wrote {self._size}); close the lab (lab.close()) and open it again"
+                f"{st.st_size} bytes, the store wrote {self._alloc if self.in_place else self._size}); close the lab "
+                "(lab.close()) and open it again"
             )
         if self._broken:
             raise StoreError(f"cannot write: {self._broken}")
@@ -463,6 +538,83 @@ class Journal:
         self._size = start + len(blob)
         self.pending_lines += lines
 
+    def write_in_place(self, blob: bytes, lines: int, *, sync: bool | None = None, check: bool = True, hot: bool = False) -> None:  # noqa: ARG002
+        """`write` for `fsync=True`: one `pwrite` at the data end into the zeros, then one `fdatasync`.
+
+        Every boundary is checked, `hot` or not: beside a sync the `fstat` costs nothing that shows.
+
+        The blocks are already allocated, written and synced, and the size does not change, so the
+        sync carries the data alone. The zeros grow first when the blob does not fit, or (a boundary)
+        would leave less than `_HEADROOM` (`_grow`). A
+        write that fails part-way gets its zeros back, so the data still ends with a complete
+        transaction (a reader stops at the first NUL), and is raised as a `StoreError`.
+        """
+        if self._broken:
+            raise StoreError(f"cannot write: {self._broken}")
+        fd = self._fd
+        if check:  # the file is still the journal at `path`, as large as this process made it
+            st = os.fstat(fd)
+            if st.st_nlink == 0 or st.st_size != self._alloc:
+                self._check_file()
+        start = self._size
+        end = start + len(blob)
+        if end > self._alloc or (check and end + _HEADROOM > self._alloc):
+            self._grow(end + _HEADROOM)  # at a checked boundary: an `entered` event alone never has to
+        try:
+            n = os.pwrite(fd, blob, start)
+            while n < len(blob):  # a short write: the rest, or the error that stopped it
+                more = os.pwrite(fd, memoryview(blob)[n:], start + n)
+                if not more:
+                    raise OSError(28, "no progress writing the journal")
+                n += more
+            if self.fsync if sync is None else sync:
+                os.fdatasync(fd)
+        except OSError as exc:
+            try:
+                self._zero(start, end)
+            except OSError as again:
+                self._broken = (
+                    f"a write to the journal {self.path} failed ({exc.strerror}) and could not be cut back "
+                    f"({again.strerror}); close the lab and open it again (the torn tail is dropped on open)"
+                )
+            raise StoreError(
+                f"cannot write to the journal {self.path}: {exc.strerror or exc} ({len(blob)} bytes); nothing of "
+                "this write was kept and what was written before is intact. Free disk space, then step again"
+            ) from None
+        self._size = end
+        self.pending_lines += lines
+
+    def _grow(self, end: int) -> None:
+        """Extend the zero-filled region past `end`: zeros written and synced once (with the new size).
+
+        It doubles the file (at least `PAD_STEP`, at most `PAD_STEP_MAX` at once), in whole 4 KiB
+        pages. A growth that fails (disk full) is cut back and raised; nothing of the blob was written.
+        """
+        old = self._alloc
+        new = max(end, old + min(max(PAD_STEP, old), PAD_STEP_MAX))
+        new = (new + 4095) & ~4095
+        try:
+            self._zero(old, new)
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, old)
+            except OSError as again:
+                self._broken = (
+                    f"the journal {self.path} could not grow ({exc.strerror}) nor be cut back ({again.strerror}); "
+                    "close the lab and open it again"
+                )
+            raise StoreError(
+                f"cannot write to the journal {self.path}: {exc.strerror or exc} (growing it to {new:,} bytes); "
+                "nothing of this write was kept and what was written before is intact. Free disk space, then step again"
+            ) from None
+        self._alloc = new
+
+    def _zero(self, start: int, end: int) -> None:
+        """Write zeros over `[start, end)` (not synced)."""
+        while start < end:
+            start += os.pwrite(self._fd, memoryview(_ZEROS)[: min(len(_ZEROS), end - start)], start)
+
     def needs_fold(self) -> bool:
         """Lines written since the last fold (or a file the store has not yet folded)."""
         return self.pending_lines > 0 or (not self._broken and self.size() > 0)
@@ -485,6 +637,9 @@ class Journal:
         return self._size
 
     def size(self) -> int:
+        """Bytes the file holds: its size, or the data end of an in-place journal (its zeros are no data)."""
+        if self.in_place:
+            return self._size
         return os.fstat(self._fd).st_size if self._fd >= 0 else 0
 
     @property
@@ -498,16 +653,44 @@ class Journal:
         """Forget what has been folded into the database.
 
         Not fsynced: if the truncation is lost, replaying lines already folded changes nothing.
+
+        In place, the used bytes are zeroed and the data starts again at 0; the file keeps its
+        zeros, so later boundaries need no growth. Replaying *all* the folded lines changes
+        nothing, but a prefix of them would (a run's row would go back to an older head), and a
+        new transaction at 0 must never be followed on disk by old ones. So the first sector
+        (512 bytes, which a disk writes whole or not at all) is zeroed and synced first: from then
+        on the data ends at 0, whatever else reaches the disk. Then the rest is zeroed and synced,
+        before anything new is written: pieces of it a power loss kept are after the first NUL,
+        a torn tail the next owner zeroes. Two `fdatasync`s per fold, none per boundary.
         """
         self.pending_lines = 0
         if self._broken:
             return  # keep what the open (deleted or changed) file holds; nothing new is written
-        os.ftruncate(self._fd, 0)
+        if self.in_place:
+            first = min(self._size, _SECTOR)
+            try:
+                for start, end in ((0, first), (first, self._size)):
+                    if end > start:
+                        self._zero(start, end)
+                        os.fdatasync(self._fd)
+            except OSError as exc:  # folded already: the next open drops what is left (after the first NUL)
+                self._broken = (
+                    f"the journal {self.path} could not be emptied after a fold ({exc.strerror}); what it holds is in "
+                    "the database. Close the lab (lab.close()) and open it again"
+                )
+                raise StoreError(f"cannot write: {self._broken}") from None
+        else:
+            os.ftruncate(self._fd, 0)
         self._size = 0
         self.pending_lines = 0
 
     def close(self) -> None:
         if self._fd >= 0:
+            if self.in_place and not self._size and not self._broken and self._alloc:
+                try:  # nothing unfolded: the zeros need not stay on disk while no store is open
+                    os.ftruncate(self._fd, 0)
+                except OSError:
+                    pass
             os.close(self._fd)
             self._fd = -1
 

@@ -17,6 +17,7 @@ COMMANDS = {
     "lab.bench.share": ["--checkpoints", "--repeat", "--parallel-rounds"],
     "lab.bench.replay": ["--visits", "--repeat", "--warmup"],
     "lab.bench.evaluate": ["--cases", "--stations", "--no-ray"],
+    "lab.bench.disk": ["--dir", "--records", "--rounds"],
 }
 
 

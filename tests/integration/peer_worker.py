@@ -1,6 +1,6 @@
 """A second (third ...) Graph Lab process that the many-process tests drive line by line.
 
-    python -m tests.integration.peer_worker DBPATH
+    python -m tests.integration.peer_worker DBPATH [fsync]
 
 Opens `Lab(DBPATH)`, declares the counter graph (`graphs_for_tests`) and the mail graph with an
 `interrupt()` and a gate (`gate_graphs`), prints `{"ready": pid}`, then reads one JSON string of
@@ -21,7 +21,7 @@ from tests.integration import gate_graphs, graphs_for_tests
 
 
 def main(argv: list[str]) -> int:
-    lab = Lab(argv[0])
+    lab = Lab(argv[0], fsync=argv[1:] == ["fsync"])
     scope: dict[str, object] = {
         "lab": lab,
         "counter": graphs_for_tests.declare(lab),

@@ -12,6 +12,8 @@ Scenarios (durability="step"; the journal `<db>.journal` in front of DuckDB):
   every complete boundary survives; the dropped transaction leaves no trace
 - a kill inside a fold (before COMMIT, and after COMMIT before the journal is truncated) loses
   nothing and replays idempotently
+- the same SIGKILLs with `fsync=True` (the journal written in place, zeros after its data): the
+  zeros are no torn tail, every committed boundary survives, the run resumes to the same output
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -197,14 +200,14 @@ class Kill:
     status_after_open: str
 
 
-def inspect_after_kill(db: Path, run_id: str, *, resume_here: bool) -> Kill:
+def inspect_after_kill(db: Path, run_id: str, *, resume_here: bool, fsync: bool = False) -> Kill:
     """Open the killed store in this process, check it, optionally resume, and close it."""
     raw = raw_store(db)
     raw_events = raw.run_events(run_id)
     assert [e[0] for e in raw_events] == list(range(len(raw_events))), "committed events have a gap"
     in_flight = open_attempt(raw_events)
 
-    lab = Lab(os.fspath(db))
+    lab = Lab(os.fspath(db), fsync=fsync)
     try:
         declare(lab)
         check_run_integrity(lab, run_id)
@@ -292,9 +295,9 @@ def run_worker(db: Path, *args: str, kill_after: float | None, from_spawn: bool 
     return WorkerResult(killed, first, out, err)
 
 
-def check_finished_run(db: Path, run_id: str, reference: Reference, kills: list[Kill]) -> None:
+def check_finished_run(db: Path, run_id: str, reference: Reference, kills: list[Kill], *, fsync: bool = False) -> None:
     """The run that survived its kills equals the uninterrupted run, and says what happened."""
-    lab = Lab(os.fspath(db))
+    lab = Lab(os.fspath(db), fsync=fsync)
     try:
         declare(lab)
         check_run_integrity(lab, run_id)
@@ -368,6 +371,31 @@ def test_sigkill_at_random_points_loses_no_committed_boundary(tmp_path, referenc
             check_run_integrity(lab, run_id)
     finally:
         lab.close()
+
+
+def test_sigkill_of_an_in_place_journal_loses_no_committed_boundary(tmp_path, reference, caplog):
+    """`fsync=True` workers killed while they step (then while a resume steps): the journal is data,
+    then zeros; it reopens (in place here too) with every committed boundary and no warning."""
+    db = tmp_path / "in_place.duckdb"
+    env = {"GRAPHLAB_TEST_FSYNC": "1"}
+    res = run_worker(db, "start", kill_after=0.15, env=env)
+    run_id = res.first_line
+    kills: list[Kill] = []
+    for after in (0.1, None):
+        if not res.killed:
+            break
+        data = journal_path(db).read_bytes()
+        assert complete_journal_rows(journal_path(db)), "expected the killed run's boundaries in the journal"
+        assert data.endswith(b"\0") and len(data.rstrip(b"\0")) < len(data), "the in-place journal has no zeros"
+        with caplog.at_level(logging.WARNING, logger="lab"):
+            kills.append(inspect_after_kill(db, run_id, resume_here=False, fsync=True))
+        # a kill inside a write may tear it (a few KB at most); the zeros (about 1 MiB) are no tail
+        torn = [int(m.group(1)) for r in caplog.records if (m := re.search(r"torn tail of (\d+) bytes", r.getMessage()))]
+        assert all(n < 65536 for n in torn), f"the zeros were taken for a torn tail: {torn}"
+        caplog.clear()
+        res = run_worker(db, "resume", run_id, kill_after=after, env=env)
+    assert not res.killed and res.output == reference.output
+    check_finished_run(db, run_id, reference, kills, fsync=True)
 
 
 # -- torn tails ---------------------------------------------------------------------------------

@@ -37,9 +37,9 @@ HOST = socket.gethostname()
 class Peer:
     """A Graph Lab in another process (`peer_worker.py`), driven one line of Python at a time."""
 
-    def __init__(self, db: Path):
+    def __init__(self, db: Path, *, fsync: bool = False):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.peer_worker", os.fspath(db)],
+            [sys.executable, "-m", "tests.integration.peer_worker", os.fspath(db), *(["fsync"] if fsync else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -9,6 +9,8 @@
 line is printed (and flushed) only once the run is durably created or resumed, so a parent that
 reads it knows every later SIGKILL lands inside the run.
 
+`GRAPHLAB_TEST_FSYNC=1` opens the store with `fsync=True` (the in-place journal).
+
 Fault hooks (environment variables, for the kill-during-fold tests; they patch nothing on disk):
 
     GRAPHLAB_TEST_FOLD_EVERY=N        fold the journal into DuckDB every N journal lines
@@ -90,7 +92,7 @@ def main(argv: list[str]) -> int:
         sys.stdin.read()
         con.close()
         return 0
-    lab = Lab(path, durability="step")
+    lab = Lab(path, durability="step", fsync=os.environ.get("GRAPHLAB_TEST_FSYNC") == "1")
     if mode == "hold":
         print("READY", flush=True)
         sys.stdin.read()
