@@ -21,6 +21,7 @@ migration or any other commit is synced as before.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 import duckdb
 
 from ..errors import StoreError
+from .duckdb_reads import OTHERS_EVERY
 from .jobs import JobTables
 
 __all__ = ("DuckDBJobs", "UNSYNCED_WAL_LIMIT")
@@ -59,6 +61,7 @@ class DuckDBJobs(JobTables):
 
     insert_plain = True
     remembers_job_heads = True
+    journals_new_jobs = True
     defers_admission = True
 
     _session: Any
@@ -67,6 +70,8 @@ class DuckDBJobs(JobTables):
     _synced: Any
     _unsynced: bool
     _depth: int
+    _others_at: float
+    fold: Any
     fsync: bool
     path: str
 
@@ -125,9 +130,20 @@ class DuckDBJobs(JobTables):
             return False
 
     @contextmanager
+    def _jobs_read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The connection to read the job tables, the journals folded first as for every read (duckdb_reads.py):
+        a new job's rows ride in its park's journal write (jobs.py)."""
+        with self._jobs_reading() as con:
+            self.fold(others=time.monotonic() - self._others_at >= OTHERS_EVERY)
+            yield con
+
+    def _fold_jobs(self) -> None:
+        self.fold()
+
+    @contextmanager
     def _jobs_reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The connection for the job tables, without folding the journal first: jobs never go
-        through the journal, so a fold (milliseconds while a run writes) would buy nothing here."""
+        """The connection for the job tables' transactions, without folding the journal first (a fold costs
+        milliseconds while a run writes; a job this process journalled is stored by its first transaction)."""
         with self._session(unsynced=True) as con:  # the file attached for this operation (docs/store.md "Who holds what")
             self._check_open()
             try:

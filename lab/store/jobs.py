@@ -2,17 +2,23 @@
 
 Mixed into both stores (`DuckDBJobs` in duckdb_jobs.py, `PostgresJobs` in postgres_jobs.py),
 which give it a transaction and a connection; the SQL is written once, in sql_text.py, and
-rendered with the store's dialect. Unlike runs, jobs are not journalled: a job has a handful of
-rows (a transition is rare next to a station boundary), and each transition is one conditional
-`UPDATE ... WHERE status IN (...)` in a transaction with its event row, so whichever caller
-records a terminal first wins and a later one is kept as an `inert` event, never applied
-(seed 001: "the first admitted terminal wins and late results are inert"). Within a transaction
-the store holds the job against every other writer of it (DuckDB: the store's lock; PostgreSQL:
-a transaction lock on the request id), so an event's `seq` is gap-free and the status read
-before an update is the one the update sees. On DuckDB the read is skipped for a job this process
-wrote last (`remembers_job_heads`): its status and next `seq` are remembered, and a head another
-process made stale is refused by `job_events`' primary key (that process's write took the seq) and
-by the guarded UPDATE, rolled back, and the move made again after the read.
+rendered with the store's dialect. Each transition is one conditional `UPDATE ... WHERE status
+IN (...)` in a transaction with its event row, so whichever caller records a terminal first wins
+and a later one is kept as an `inert` event, never applied (seed 001: "the first admitted
+terminal wins and late results are inert"). Within a transaction the store holds the job against
+every other writer of it (DuckDB: the store's lock; PostgreSQL: a transaction lock on the request
+id), so an event's `seq` is gap-free and the status read before an update is the one the update
+sees. On DuckDB the read is skipped for a job this process wrote last (`remembers_job_heads`): its
+status and next `seq` are remembered, and a head another process made stale is refused by
+`job_events`' primary key (that process's write took the seq) and by the guarded UPDATE, rolled
+back, and the move made again after the read.
+
+A new job of a run this process created is not a transaction of its own on DuckDB
+(`journals_new_jobs`): its QUEUED row and first event ride in the journal write of the park that
+waits on it (`insert_job(ride=...)`), folded into the tables like the run's rows, and a read of
+the job tables folds first. The job's first transaction stores its row as the moves leave it
+(`_advance_new`); if a fold stored the journalled row first, that insert meets the key and the
+moves apply to the stored row as usual (issue 27 item 4: one job transaction per station).
 """
 
 from __future__ import annotations
@@ -75,6 +81,27 @@ def _plan(
     return events, fields, status, ended, applied
 
 
+_JOB_FIELD = {"output": 11, "error": 12, "usage": 13, "worker": 14}
+"""Where each settable field sits in a job's row (`insert_job`'s `row`, `q.JOB_COLS`' order)."""
+
+
+def _journal_rows(job: JobRecord, first: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
+    """A new job's row and first event as journal lines (schema.py folds them into `jobs`, `job_events`)."""
+    at = now.replace(tzinfo=UTC).timestamp()
+    return [
+        {
+            "t": "job", "request_id": job.request_id, "run_id": job.run_id, "node_id": job.node_id,
+            "wait_owner": job.wait_owner, "checkpoint_seq": job.checkpoint_seq, "runtime": job.runtime,
+            "runner": job.runner, "request": job.request, "digest": job.digest, "status": job.status,
+            "retry_of": job.retry_of, "created_at": at,
+        },
+        {
+            "t": "jev", "request_id": job.request_id, "seq": 0, "kind": "transition", "from_status": None,
+            "to_status": job.status, "payload": first, "created_at": at,
+        },
+    ]  # fmt: skip
+
+
 def _kept(payload: dict[str, Any] | None, fields: dict[str, Any]) -> dict[str, Any]:
     """An inert event's payload: what arrived with a move that did not apply."""
     return {**(payload or {}), **{k: v for k, v in fields.items() if v is not None}}
@@ -86,6 +113,14 @@ class _Stale(Exception):
 
 class _Taken(Exception):
     """A new job's request id is taken (its plain INSERT hit the key)."""
+
+
+class _Folded(Exception):
+    """A journalled job's row reached the table by a fold before its first transaction stored it."""
+
+
+class _Missing(Exception):
+    """No row of the job in the table (it may still be in another process's journal, not folded here)."""
 
 
 class JobTables:
@@ -102,6 +137,10 @@ class JobTables:
     the guarded UPDATE, rolled back, and the move made again after a read (DuckDB: the read, a `max(seq)`
     over the job's events, was the dearest statement of a job transaction)."""
     _job_heads_kept: dict[str, tuple[str, int]] | None = None
+    journals_new_jobs = False
+    """A new job of a run this process created rides in its park's journal write (`insert_job(ride=)`),
+    folded into the tables, instead of a transaction of its own before the park (DuckDB)."""
+    _journalled_kept: dict[str, tuple[list[Any], list[Any]]] | None = None
     defers_admission = False
     """A job run as a task of this process records ADMITTED, PREPARING and RUNNING with its first
     observations (at most `observations.EVERY` later) or with its terminal, not in a transaction of
@@ -115,6 +154,13 @@ class JobTables:
     @abstractmethod
     def _jobs_reading(self) -> AbstractContextManager[Any]:
         """A connection to read the job tables; driver errors become `StoreError`."""
+
+    def _jobs_read(self) -> AbstractContextManager[Any]:
+        """A connection to read the job tables as every process wrote them (DuckDB: the journals folded first)."""
+        return self._jobs_reading()
+
+    def _fold_jobs(self) -> None:
+        """Fold every process's journal now (a job another process journalled and nobody folded yet)."""
 
     def _job_sql(self, text: str) -> str:
         return self.dialect.sql(text)
@@ -138,15 +184,26 @@ class JobTables:
             else:
                 self._job_heads[request_id] = (status, next_seq)
 
+    @property
+    def _journalled(self) -> dict[str, tuple[list[Any], list[Any]]]:
+        """Jobs whose row and first event went to the journal and no transaction stored yet: the row and
+        the event's parameters, as `insert_job` built them."""
+        if self._journalled_kept is None:
+            self._journalled_kept = {}
+        return self._journalled_kept
+
     def _forget(self, request_id: str) -> None:
         if self.remembers_job_heads:
             self._job_heads.pop(request_id, None)
 
-    def insert_job(self, job: JobRecord) -> tuple[JobRecord, bool]:
+    def insert_job(self, job: JobRecord, *, ride: list[dict[str, Any]] | None = None) -> tuple[JobRecord, bool]:
         """Store `job` (status QUEUED) with its first event; if its request id is taken, the stored job.
 
         Returns `(job, inserted)`: the caller compares digests (a different request under a taken
-        id is refused there, with words about the request).
+        id is refused there, with words about the request). `ride`: the journal rows of the park
+        that waits on the job, not written yet, of a run this process created (no other process has
+        its jobs): on a store that `journals_new_jobs`, the job's rows are appended there instead of a
+        transaction, so they are durable with that park and never without it.
         """
         sql = self._job_sql
         now = _now()
@@ -155,6 +212,13 @@ class JobTables:
             job.runner, _dump(job.request), job.digest, job.status, job.retry_of, _dump(job.output),
             _dump(job.error), _dump(job.usage), _dump(job.worker), now, now, None,
         ]  # fmt: skip
+        first = {"runtime": job.runtime, "runner": job.runner}  # a new job's first event: seq 0
+        if ride is not None and self.journals_new_jobs and job.request_id not in self._job_heads:
+            ride.extend(_journal_rows(job, first, now))
+            self._journalled[job.request_id] = (row, [job.request_id, 0, "transition", None, job.status, json.dumps(first), now])
+            self._remember(job.request_id, job.status, 1)
+            return dataclasses.replace(job, created_at=now, updated_at=now, ended_at=None), True
+        self._journalled.pop(job.request_id, None)
         try:
             with self._job_tx(job.request_id) as con:
                 if self.insert_plain:  # the key's conflict is the answer to "is it taken?": no read first
@@ -166,7 +230,6 @@ class JobTables:
                         raise
                 elif con.execute(sql(q.JOB_INSERT), row).fetchone() is None:  # the request id is taken (the job is held)
                     return self._job_record(con.execute(sql(q.JOB), [job.request_id]).fetchone()), False
-                first = {"runtime": job.runtime, "runner": job.runner}  # a new job's first event: seq 0
                 con.execute(sql(q.job_events_insert(1)), [job.request_id, 0, "transition", None, job.status, json.dumps(first), now])
                 self._remember(job.request_id, job.status, 1)
         except _Taken:  # rolled back; a job row is never deleted, so the stored one is there to read
@@ -221,12 +284,72 @@ class JobTables:
             if unknown:
                 raise ValueError(f"transition_job cannot set {sorted(unknown)}; it sets {sorted(SETTABLE)}")
         head = self._job_heads.get(request_id) if self.remembers_job_heads else None
+        journalled = self._journalled.get(request_id) if head is not None else None
+        if head is not None and journalled is not None:
+            try:
+                applied = self._advance_new(request_id, journalled, moves, observations, observed_after, head)
+            except _Folded:  # a fold stored the journalled row first: move the stored row
+                self._journalled.pop(request_id, None)
+            else:
+                self._journalled.pop(request_id, None)
+                return applied
         if head is not None:
             try:
                 return self._advance(request_id, moves, observations, observed_after, head)
             except _Stale:  # another writer moved the job since this process last wrote it: read it
                 pass
-        return self._advance(request_id, moves, observations, observed_after, None)
+        try:
+            return self._advance(request_id, moves, observations, observed_after, None)
+        except _Missing:  # journalled by a process whose journal is not folded here yet
+            self._fold_jobs()
+        try:
+            return self._advance(request_id, moves, observations, observed_after, None)
+        except _Missing:
+            raise StoreError(f"no agent job {request_id!r} in the store; lab.agents.jobs() lists them") from None
+
+    def _advance_new(
+        self,
+        request_id: str,
+        journalled: tuple[list[Any], list[Any]],
+        moves: Sequence[tuple[str, Sequence[str], bool, dict[str, Any] | None, dict[str, Any]]],
+        observations: Sequence[tuple[str, dict[str, Any]]],
+        observed_after: int,
+        head: tuple[str, int],
+    ) -> int:
+        """`advance_job` for a job whose row is only in the journal (`insert_job(ride=)`): one transaction
+        inserts its row as the moves leave it and every event from its first. Raises `_Folded` (rolled
+        back) when a fold stored the journalled row meanwhile (the plain insert meets the key)."""
+        now = _now()
+        sql = self._job_sql
+        row, first_event = journalled
+        try:
+            with self._job_tx(request_id) as con:
+                before, first = head
+                seen = [(kind, None, None, payload) for kind, payload in observations]  # nothing of it is stored yet
+                events, fields, status, ended, applied = _plan(before, moves, seen, observed_after)
+                stored = list(row)
+                stored[9], stored[16] = status, now if applied else row[16]
+                for name, value in fields.items():
+                    stored[_JOB_FIELD[name]] = _dump(value)
+                if ended:
+                    stored[17] = now
+                try:
+                    con.execute(sql(q.JOB_INSERT_NEW), stored)
+                except Exception as exc:
+                    if self._key_conflict(exc):
+                        raise _Folded from None
+                    raise
+                params = list(first_event)
+                for i, (kind, from_status, to_status, payload) in enumerate(events):
+                    params += [request_id, first + i, kind, from_status, to_status, json.dumps(payload), now]
+                con.execute(sql(q.job_events_insert(1 + len(events))), params)
+                self._remember(request_id, status, first + len(events), ended=ended)
+        except _Folded:
+            raise
+        except BaseException:
+            self._forget(request_id)
+            raise
+        return applied
 
     def _advance(
         self,
@@ -249,7 +372,7 @@ class JobTables:
                 if head is None:
                     found = con.execute(sql(q.JOB_STATUS), [request_id, request_id]).fetchone()
                     if found is None:
-                        raise StoreError(f"no agent job {request_id!r} in the store; lab.agents.jobs() lists them")
+                        raise _Missing
                     head = (found[0], int(found[1]))  # the next event's seq: nothing else writes the job while it is held
                 before, first = head
                 seen = [(kind, None, None, payload) for kind, payload in observations if not self._line_seen(con, request_id, payload)]
@@ -272,6 +395,8 @@ class JobTables:
                             raise _Stale from None
                         raise
                 self._remember(request_id, status, first + len(events), ended=ended)
+        except _Missing:
+            raise
         except BaseException:
             self._forget(request_id)
             raise
@@ -292,20 +417,20 @@ class JobTables:
         self.advance_job(request_id, [], observations=events)
 
     def job(self, request_id: str) -> JobRecord | None:
-        with self._jobs_reading() as con:
+        with self._jobs_read() as con:
             row = con.execute(self._job_sql(q.JOB), [request_id]).fetchone()
         return self._job_record(row) if row else None
 
     def jobs(self, *, run_id: str | None = None, status: str | None = None, wait_owner: str | None = None) -> list[JobRecord]:
         """Jobs oldest first, filtered by run, status or the wait they answer."""
         given = {col: value for col, value in (("run_id", run_id), ("status", status), ("wait_owner", wait_owner)) if value is not None}
-        with self._jobs_reading() as con:
+        with self._jobs_read() as con:
             rows = con.execute(self._job_sql(q.list_jobs(list(given))), list(given.values())).fetchall()
         return [self._job_record(r) for r in rows]
 
     def job_events(self, request_id: str, *, after: int = -1) -> list[JobEventRecord]:
         """A job's events in order (those with seq > `after`)."""
-        with self._jobs_reading() as con:
+        with self._jobs_read() as con:
             rows = con.execute(self._job_sql(q.JOB_EVENTS), [request_id, after]).fetchall()
         load = self.dialect.load
         return [JobEventRecord(r[0], int(r[1]), r[2], r[3], r[4], load(r[5]) or {}, r[6]) for r in rows]

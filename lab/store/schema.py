@@ -292,6 +292,15 @@ JOURNAL_COLUMNS: dict[str, str] = {
     "input_tokens": "BIGINT",
     "output_tokens": "BIGINT",
     "ms": "DOUBLE",
+    # a new agent job riding in its station's park (t = 'job', lab/store/jobs.py) and its first event
+    # (t = 'jev'); run_id, node_id, checkpoint_seq, status, digest, request, kind, seq, payload as above
+    "request_id": "VARCHAR",
+    "wait_owner": "VARCHAR",
+    "runtime": "VARCHAR",
+    "runner": "VARCHAR",
+    "retry_of": "VARCHAR",
+    "from_status": "VARCHAR",
+    "to_status": "VARCHAR",
 }
 """Every column a journal line may carry; `t` says which table the line belongs to.
 
@@ -431,6 +440,19 @@ FOLD_STATEMENTS: list[str] = [
            c.created_at
     FROM journal_rows c WHERE c.t = 'call'
     """,
+    # a new agent job (QUEUED) and its first event, journalled with the park that waits on it
+    # (lab/store/jobs.py); ignored once its first job transaction stored them (or moved it on)
+    """
+    INSERT OR IGNORE INTO jobs BY NAME
+    SELECT request_id, run_id, node_id, wait_owner, checkpoint_seq, runtime, runner, request, digest, status,
+           retry_of, created_at, created_at AS updated_at
+    FROM journal_rows WHERE t = 'job'
+    """,
+    """
+    INSERT OR IGNORE INTO job_events BY NAME
+    SELECT request_id, seq, kind, from_status, to_status, payload, created_at
+    FROM journal_rows WHERE t = 'jev'
+    """,
 ]
 """Fold journal lines into the tables. Idempotent: replaying lines already folded changes nothing.
 
@@ -449,6 +471,8 @@ FOLD_NEEDS: list[frozenset[str]] = [
     frozenset({"own"}),
     frozenset({"own"}),
     frozenset({"call"}),
+    frozenset({"job"}),
+    frozenset({"jev"}),
 ]
 """The journal row kinds (`t`) each of FOLD_STATEMENTS reads: a fold runs only those its lines need."""
 assert len(FOLD_NEEDS) == len(FOLD_STATEMENTS)

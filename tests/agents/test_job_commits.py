@@ -25,13 +25,22 @@ def _until(cond, timeout: float = 60.0) -> None:
         time.sleep(0.02)
 
 
-def test_a_job_in_this_process_takes_two_commits_and_keeps_every_transition(lab, monkeypatch):
-    """QUEUED (before the park), then ADMITTED, PREPARING, RUNNING, the agent's messages and the terminal
-    in one commit (a fast agent: its admission is held with its observations, and its park names the
-    process that started it): two job transactions, each transition still an event of its own."""
+def test_a_job_in_this_process_takes_one_commit_and_keeps_every_transition(lab, monkeypatch):
+    """QUEUED rides in the park's journal write; ADMITTED, PREPARING, RUNNING, the agent's messages and
+    the terminal in one commit with the job's row (a fast agent: its admission is held with its
+    observations, and its park names the process that started it): one job transaction, each
+    transition still an event of its own."""
     store = lab.store
     opened = []
+    written: list[list[dict]] = []
     tx = type(store)._job_tx
+    write = type(store).write
+
+    def spied_write(self, rows, **kw):
+        written.append([dict(r) for r in rows])
+        return write(self, rows, **kw)
+
+    monkeypatch.setattr(type(store), "write", spied_write)
 
     @contextlib.contextmanager
     def counted(self, request_id):
@@ -47,7 +56,11 @@ def test_a_job_in_this_process_takes_two_commits_and_keeps_every_transition(lab,
     run.run()
     assert run.status == "done"
     rid = run.job.request_id
-    assert opened == [rid, rid]
+    assert opened == [rid]
+    (park,) = [rows for rows in written if any(r.get("t") == "wait" for r in rows)]
+    assert [(r["t"], r["request_id"], r["status"] if r["t"] == "job" else r["to_status"]) for r in park if r["t"] in ("job", "jev")] == [
+        ("job", rid, "QUEUED"), ("jev", rid, "QUEUED")
+    ]
     assert run.wait is None and run.events("waiting")[0].payload["details"]["admitted_by"]["pid"] == os.getpid()
     events = store.job_events(rid)
     moves = [(e.from_status, e.to_status) for e in events if e.kind == "transition"]
@@ -125,7 +138,8 @@ def test_a_running_jobs_messages_are_recorded_before_it_ends(lab, release):
 @pytest.mark.parametrize("fsync", [False, True])
 def test_a_job_commit_syncs_only_on_a_store_that_syncs_its_boundaries(tmp_path, monkeypatch, fsync):
     """A job's rows are as durable as its run's boundaries (docs/store.md): without fsync=True its commit
-    is not synced (DuckDB's fsync_mode is set 'none' with the first job COMMIT and left so for the next,
+    is not synced (DuckDB's fsync_mode is set 'none' with the first job COMMIT and left so for the next
+    station's,
     set back by any other use of the connection, so a read or a fold still syncs); with fsync=True it is.
     BEGIN rides in each job transaction's first statement."""
     from lab import Lab
@@ -151,18 +165,20 @@ def test_a_job_commit_syncs_only_on_a_store_that_syncs_its_boundaries(tmp_path, 
             yield Spy(con)
 
     monkeypatch.setattr(duckdb_jobs.DuckDBJobs, "_jobs_reading", spied)
-    monkeypatch.setattr(observations, "EVERY", 3600.0)  # two job commits, whatever the machine's load
+    monkeypatch.setattr(observations, "EVERY", 3600.0)  # one job commit a station, whatever the machine's load
     with Lab(tmp_path / "lab.duckdb", fsync=fsync) as lab:
         lab.agents.register("planner", planner)
-        run = declare(lab).start(lab.graphs["essay"].nodes["Outline"]())
-        run.run()
-        assert run.status == "done" and run.job.transitions()[-1] == "SUCCEEDED"
+        runs = [declare(lab).start(lab.graphs["essay"].nodes["Outline"]()) for _ in range(2)]
+        for run in runs:  # two stations, nothing read between them
+            run.run()
         commits = [s for s in sent if s.endswith("COMMIT")]
         if fsync:
             assert commits == ["COMMIT", "COMMIT"] and not any("fsync_mode" in s for s in sent)
         else:
             assert commits == ["SET fsync_mode = 'none'; COMMIT", "COMMIT"]  # left 'none' between the two
             assert not any("'standard'" in s for s in sent)
-        assert [s.split()[:2] for s in sent if s.startswith("BEGIN")] == [["BEGIN;", "INSERT"], ["BEGIN;", "UPDATE"]]
+        # each station's one job transaction inserts its row as the moves leave it (QUEUED rode in the park)
+        assert [s.split()[:2] for s in sent if s.startswith("BEGIN")] == [["BEGIN;", "INSERT"], ["BEGIN;", "INSERT"]]
         assert "BEGIN" not in sent
+        assert all(run.status == "done" and run.job.transitions()[-1] == "SUCCEEDED" for run in runs)
         assert lab.sql("SELECT current_setting('fsync_mode')").fetchall()[0][0].lower() == "standard"

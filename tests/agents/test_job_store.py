@@ -49,3 +49,63 @@ def test_two_racing_terminals_one_wins_the_other_is_inert():
     assert sorted(results) == [False, True]
     kinds = [e.kind for e in store.job_events("job-1")]
     assert kinds.count("inert") == 1 and store.job("job-1").ended_at is not None
+
+
+def _journalled(store, request_id: str) -> list[dict]:
+    """A new job of a run created here, its rows put into a park's write (`insert_job(ride=)`), written."""
+    ride: list[dict] = []
+    stored, inserted = store.insert_job(_job(request_id), ride=ride)
+    assert inserted and stored.status == "QUEUED"
+    assert [r["t"] for r in ride] == ["job", "jev"]
+    store.write(ride)
+    return ride
+
+
+RUN_TO_END = [
+    ("RUNNING", ["QUEUED"], False, None, {"worker": {"pid": 1}}),
+    ("SUCCEEDED", ["RUNNING"], True, {"by": "runner"}, {"output": {"title": "t"}, "error": None, "usage": {"requests": 1}}),
+]
+
+
+def test_a_journalled_job_is_stored_by_its_first_transaction_as_its_moves_leave_it(tmp_path):
+    """Its first transaction inserts the row in its final state with every event from seq 0; the fold of the
+    journalled QUEUED row afterwards changes nothing (the row and its first event are there)."""
+    with Lab(tmp_path / "lab.duckdb") as lab:
+        store = lab.store
+        _journalled(store, "job-j")
+        assert store.advance_job("job-j", RUN_TO_END, observations=[("usage", {"requests": 1})], observed_after=1) == 2
+        store.fold()
+        job = store.job("job-j")
+        assert job.status == "SUCCEEDED" and job.output == {"title": "t"} and job.worker == {"pid": 1} and job.ended_at
+        events = store.job_events("job-j")
+        assert [(e.seq, e.kind, e.to_status) for e in events] == [
+            (0, "transition", "QUEUED"), (1, "transition", "RUNNING"), (2, "usage", None), (3, "transition", "SUCCEEDED")
+        ]
+    with Lab(tmp_path / "lab.duckdb") as lab:  # as stored, across a reopen
+        assert lab.store.job("job-j").status == "SUCCEEDED" and len(lab.store.job_events("job-j")) == 4
+
+
+def test_a_journalled_job_is_seen_by_a_read_and_then_moved_as_stored(tmp_path):
+    """A read folds first, so it sees the QUEUED job its park carried; the first transaction then finds the
+    row stored (its insert meets the key) and moves it with a guarded UPDATE, as any job."""
+    with Lab(tmp_path / "lab.duckdb") as lab:
+        store = lab.store
+        _journalled(store, "job-r")
+        assert store.job("job-r").status == "QUEUED"
+        assert [j.request_id for j in store.jobs()] == ["job-r"]
+        assert store.advance_job("job-r", RUN_TO_END) == 2
+        assert [e.to_status for e in store.job_events("job-r")] == ["QUEUED", "RUNNING", "SUCCEEDED"]
+        assert not store.transition_job("job-r", "FAILED", allowed_from=["RUNNING"], terminal=True)  # first terminal won
+        assert store.job("job-r").status == "SUCCEEDED"
+
+
+def test_a_journalled_job_whose_park_was_never_written_is_not_stored(tmp_path):
+    """The job's rows are durable with its park or not at all: a park that failed leaves no job, and the
+    station parking again stores it as usual."""
+    with Lab(tmp_path / "lab.duckdb") as lab:
+        store = lab.store
+        store.insert_job(_job("job-f"), ride=[])  # the park carrying it failed: nothing written
+        assert store.job("job-f") is None
+        stored, inserted = store.insert_job(_job("job-f"), ride=[])  # parked again: known here, so stored now
+        assert inserted and store.job("job-f").status == "QUEUED"
+        assert store.advance_job("job-f", RUN_TO_END) == 2 and store.job("job-f").status == "SUCCEEDED"
