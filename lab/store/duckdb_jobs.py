@@ -71,6 +71,14 @@ class DuckDBJobs(JobTables):
     _unsynced: bool
     _depth: int
     _others_at: float
+    _lock: Any
+    _lockfile: Any
+    _leased: bool
+    _last_use: float
+    leases: int
+    folds: int
+    closed: bool
+    write: Any
     fold: Any
     fsync: bool
     path: str
@@ -139,6 +147,24 @@ class DuckDBJobs(JobTables):
 
     def _fold_jobs(self) -> None:
         self.fold()
+
+    def _journal_window(self) -> Any:
+        """(file takings, folds) while this process holds the file (no other process can fold its journal)
+        or no other process can open it (`:memory:`); None otherwise."""
+        with self._lock:
+            if self._lockfile is not None and not self._leased:
+                return None
+            return (self.leases, self.folds)
+
+    def _journal_job(self, window: Any, lines: list[dict[str, Any]]) -> bool:
+        """Journal a journalled job's `lines` (one transaction, synced with `fsync=True` as a boundary) if no fold
+        can have taken its earlier lines: the file held all along since `window` and no fold here since."""
+        with self._lock:
+            if window is None or self._journal_window() != window or self.closed:
+                return False
+            self.write(lines)
+            self._last_use = time.monotonic()  # held on: the watcher still lets go at once for a process that waits
+            return True
 
     @contextmanager
     def _jobs_reading(self) -> Iterator[duckdb.DuckDBPyConnection]:

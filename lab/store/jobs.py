@@ -35,6 +35,7 @@ from ..errors import StoreError
 from ..records import JobEventRecord, JobRecord
 from . import sql_text as q
 from .dialect import Dialect
+from .job_journal import Journalled
 
 __all__ = ("JobTables", "SETTABLE")
 
@@ -81,27 +82,6 @@ def _plan(
     return events, fields, status, ended, applied
 
 
-_JOB_FIELD = {"output": 11, "error": 12, "usage": 13, "worker": 14}
-"""Where each settable field sits in a job's row (`insert_job`'s `row`, `q.JOB_COLS`' order)."""
-
-
-def _journal_rows(job: JobRecord, first: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
-    """A new job's row and first event as journal lines (schema.py folds them into `jobs`, `job_events`)."""
-    at = now.replace(tzinfo=UTC).timestamp()
-    return [
-        {
-            "t": "job", "request_id": job.request_id, "run_id": job.run_id, "node_id": job.node_id,
-            "wait_owner": job.wait_owner, "checkpoint_seq": job.checkpoint_seq, "runtime": job.runtime,
-            "runner": job.runner, "request": job.request, "digest": job.digest, "status": job.status,
-            "retry_of": job.retry_of, "created_at": at,
-        },
-        {
-            "t": "jev", "request_id": job.request_id, "seq": 0, "kind": "transition", "from_status": None,
-            "to_status": job.status, "payload": first, "created_at": at,
-        },
-    ]  # fmt: skip
-
-
 def _kept(payload: dict[str, Any] | None, fields: dict[str, Any]) -> dict[str, Any]:
     """An inert event's payload: what arrived with a move that did not apply."""
     return {**(payload or {}), **{k: v for k, v in fields.items() if v is not None}}
@@ -140,7 +120,7 @@ class JobTables:
     journals_new_jobs = False
     """A new job of a run this process created rides in its park's journal write (`insert_job(ride=)`),
     folded into the tables, instead of a transaction of its own before the park (DuckDB)."""
-    _journalled_kept: dict[str, tuple[list[Any], list[Any]]] | None = None
+    _journalled_kept: dict[str, Journalled] | None = None
     defers_admission = False
     """A job run as a task of this process records ADMITTED, PREPARING and RUNNING with its first
     observations (at most `observations.EVERY` later) or with its terminal, not in a transaction of
@@ -161,6 +141,15 @@ class JobTables:
 
     def _fold_jobs(self) -> None:
         """Fold every process's journal now (a job another process journalled and nobody folded yet)."""
+
+    def _journal_window(self) -> Any:
+        """A token that stays valid while no fold can have taken what this process journals from now on
+        (None: none such); `_journal_job` journals only within it."""
+        return None
+
+    def _journal_job(self, window: Any, lines: list[dict[str, Any]]) -> bool:
+        """Write `lines` (a journalled job's) as one journal transaction if `window` still holds; else False."""
+        return False
 
     def _job_sql(self, text: str) -> str:
         return self.dialect.sql(text)
@@ -185,9 +174,8 @@ class JobTables:
                 self._job_heads[request_id] = (status, next_seq)
 
     @property
-    def _journalled(self) -> dict[str, tuple[list[Any], list[Any]]]:
-        """Jobs whose row and first event went to the journal and no transaction stored yet: the row and
-        the event's parameters, as `insert_job` built them."""
+    def _journalled(self) -> dict[str, Journalled]:
+        """Jobs whose rows went to the journal and that no transaction stored yet (job_journal.py)."""
         if self._journalled_kept is None:
             self._journalled_kept = {}
         return self._journalled_kept
@@ -214,8 +202,10 @@ class JobTables:
         ]  # fmt: skip
         first = {"runtime": job.runtime, "runner": job.runner}  # a new job's first event: seq 0
         if ride is not None and self.journals_new_jobs and job.request_id not in self._job_heads:
-            ride.extend(_journal_rows(job, first, now))
-            self._journalled[job.request_id] = (row, [job.request_id, 0, "transition", None, job.status, json.dumps(first), now])
+            raw = [*row[:7], job.request, *row[8:11], job.output, job.error, job.usage, job.worker, *row[15:]]
+            kept = Journalled(tuple(raw), ((job.request_id, 0, "transition", None, job.status, first, now),), self._journal_window())
+            ride.extend(kept.lines(0))
+            self._journalled[job.request_id] = kept
             self._remember(job.request_id, job.status, 1)
             return dataclasses.replace(job, created_at=now, updated_at=now, ended_at=None), True
         self._journalled.pop(job.request_id, None)
@@ -287,12 +277,9 @@ class JobTables:
         journalled = self._journalled.get(request_id) if head is not None else None
         if head is not None and journalled is not None:
             try:
-                applied = self._advance_new(request_id, journalled, moves, observations, observed_after, head)
+                return self._advance_new(request_id, journalled, moves, observations, observed_after, head)
             except _Folded:  # a fold stored the journalled row first: move the stored row
                 self._journalled.pop(request_id, None)
-            else:
-                self._journalled.pop(request_id, None)
-                return applied
         if head is not None:
             try:
                 return self._advance(request_id, moves, observations, observed_after, head)
@@ -310,45 +297,52 @@ class JobTables:
     def _advance_new(
         self,
         request_id: str,
-        journalled: tuple[list[Any], list[Any]],
+        journalled: Journalled,
         moves: Sequence[tuple[str, Sequence[str], bool, dict[str, Any] | None, dict[str, Any]]],
         observations: Sequence[tuple[str, dict[str, Any]]],
         observed_after: int,
         head: tuple[str, int],
     ) -> int:
-        """`advance_job` for a job whose row is only in the journal (`insert_job(ride=)`): one transaction
-        inserts its row as the moves leave it and every event from its first. Raises `_Folded` (rolled
-        back) when a fold stored the journalled row meanwhile (the plain insert meets the key)."""
+        """`advance_job` for a job whose rows are only in the journal (`insert_job(ride=)`, job_journal.py):
+        journalled too while the store's window holds (no transaction), else one transaction that inserts
+        its row as the moves leave it and every event from its first. Raises `_Folded` (rolled back) when
+        a fold stored the journalled row meanwhile (the plain insert meets the key)."""
         now = _now()
+        before, first = head
+        seen = [(kind, None, None, payload) for kind, payload in observations if "line" not in payload or not journalled.line_seen(payload["line"])]
+        events, fields, status, ended, applied = _plan(before, moves, seen, observed_after)
+        changes: dict[str, Any] = {**fields, "status": status}
+        if applied:
+            changes["updated_at"] = now
+        if ended:
+            changes["ended_at"] = now
+        after = journalled.advanced(
+            changes, [(request_id, first + i, kind, f, t, payload, now) for i, (kind, f, t, payload) in enumerate(events)]
+        )
+        if self._journal_job(journalled.window, after.lines(first)):
+            if ended:  # rarely written again: a later write folds first (`_Missing`)
+                self._journalled.pop(request_id, None)
+            else:
+                self._journalled[request_id] = after
+            self._remember(request_id, status, first + len(events), ended=ended)
+            return applied
         sql = self._job_sql
-        row, first_event = journalled
         try:
             with self._job_tx(request_id) as con:
-                before, first = head
-                seen = [(kind, None, None, payload) for kind, payload in observations]  # nothing of it is stored yet
-                events, fields, status, ended, applied = _plan(before, moves, seen, observed_after)
-                stored = list(row)
-                stored[9], stored[16] = status, now if applied else row[16]
-                for name, value in fields.items():
-                    stored[_JOB_FIELD[name]] = _dump(value)
-                if ended:
-                    stored[17] = now
                 try:
-                    con.execute(sql(q.JOB_INSERT_NEW), stored)
+                    con.execute(sql(q.JOB_INSERT_NEW), after.sql_row())
                 except Exception as exc:
                     if self._key_conflict(exc):
                         raise _Folded from None
                     raise
-                params = list(first_event)
-                for i, (kind, from_status, to_status, payload) in enumerate(events):
-                    params += [request_id, first + i, kind, from_status, to_status, json.dumps(payload), now]
-                con.execute(sql(q.job_events_insert(1 + len(events))), params)
-                self._remember(request_id, status, first + len(events), ended=ended)
+                con.execute(sql(q.job_events_insert(len(after.events))), after.sql_events())
         except _Folded:
             raise
         except BaseException:
             self._forget(request_id)
             raise
+        self._journalled.pop(request_id, None)
+        self._remember(request_id, status, first + len(events), ended=ended)
         return applied
 
     def _advance(

@@ -292,8 +292,9 @@ JOURNAL_COLUMNS: dict[str, str] = {
     "input_tokens": "BIGINT",
     "output_tokens": "BIGINT",
     "ms": "DOUBLE",
-    # a new agent job riding in its station's park (t = 'job', lab/store/jobs.py) and its first event
-    # (t = 'jev'); run_id, node_id, checkpoint_seq, status, digest, request, kind, seq, payload as above
+    # an agent job known only to the journal (t = 'job': its whole row, lab/store/job_journal.py) and its
+    # events (t = 'jev'); run_id, node_id, checkpoint_seq, status, digest, request, output, error, kind,
+    # seq, payload, created_at, updated_at as above
     "request_id": "VARCHAR",
     "wait_owner": "VARCHAR",
     "runtime": "VARCHAR",
@@ -301,6 +302,9 @@ JOURNAL_COLUMNS: dict[str, str] = {
     "retry_of": "VARCHAR",
     "from_status": "VARCHAR",
     "to_status": "VARCHAR",
+    "usage": "JSON",
+    "worker": "JSON",
+    "ended_at": "DOUBLE",
 }
 """Every column a journal line may carry; `t` says which table the line belongs to.
 
@@ -311,7 +315,8 @@ JOURNAL_SELECT = (
     "make_timestamp(CAST(round(created_at * 1000000) AS BIGINT)) AS created_at, "
     "make_timestamp(CAST(round(updated_at * 1000000) AS BIGINT)) AS updated_at, "
     "make_timestamp(CAST(round(resolved_at * 1000000) AS BIGINT)) AS resolved_at, "
-    "make_timestamp(CAST(round(claimed_at * 1000000) AS BIGINT)) AS claimed_at) "
+    "make_timestamp(CAST(round(claimed_at * 1000000) AS BIGINT)) AS claimed_at, "
+    "make_timestamp(CAST(round(ended_at * 1000000) AS BIGINT)) AS ended_at) "
     "FROM read_json(?, format='newline_delimited', maximum_object_size=?, columns={"
     + ", ".join(f"'{k}': '{v}'" for k, v in JOURNAL_COLUMNS.items())
     + "})"
@@ -440,13 +445,14 @@ FOLD_STATEMENTS: list[str] = [
            c.created_at
     FROM journal_rows c WHERE c.t = 'call'
     """,
-    # a new agent job (QUEUED) and its first event, journalled with the park that waits on it
-    # (lab/store/jobs.py); ignored once its first job transaction stored them (or moved it on)
+    # an agent job known only to the journal (lab/store/job_journal.py): its last line is its row; ignored
+    # once a transaction stored the job (it then holds everything the lines say, and what came after)
     """
     INSERT OR IGNORE INTO jobs BY NAME
     SELECT request_id, run_id, node_id, wait_owner, checkpoint_seq, runtime, runner, request, digest, status,
-           retry_of, created_at, created_at AS updated_at
+           retry_of, output, error, usage, worker, created_at, updated_at, ended_at
     FROM journal_rows WHERE t = 'job'
+    QUALIFY row_number() OVER (PARTITION BY request_id ORDER BY j DESC) = 1
     """,
     """
     INSERT OR IGNORE INTO job_events BY NAME

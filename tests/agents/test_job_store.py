@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
+
+import pytest
 
 from lab import Lab
 from lab.records import JobRecord
@@ -67,13 +71,24 @@ RUN_TO_END = [
 ]
 
 
-def test_a_journalled_job_is_stored_by_its_first_transaction_as_its_moves_leave_it(tmp_path):
-    """Its first transaction inserts the row in its final state with every event from seq 0; the fold of the
-    journalled QUEUED row afterwards changes nothing (the row and its first event are there)."""
+@pytest.mark.parametrize("held", [True, False])
+def test_a_journalled_job_is_stored_as_its_moves_leave_it(tmp_path, monkeypatch, held):
+    """While this process holds the file (no fold can take the job's lines) its moves are journal lines too,
+    the job's last line its row; once it let go, its next write is a transaction that inserts the row as
+    the moves leave it with every event from seq 0. Either way the fold of its lines leaves what was
+    recorded: the QUEUED line is no later row's."""
+    from lab.store import duckdb_files
+
+    monkeypatch.setattr(duckdb_files, "LINGER", 3600.0 if held else 0.0)
     with Lab(tmp_path / "lab.duckdb") as lab:
         store = lab.store
+        store.jobs()  # takes the file (held: for good; else it is let go at the watcher's next look)
+        if not held:
+            _until_let_go(store)
+        opened = _count_transactions(monkeypatch, store)
         _journalled(store, "job-j")
         assert store.advance_job("job-j", RUN_TO_END, observations=[("usage", {"requests": 1})], observed_after=1) == 2
+        assert len(opened) == (0 if held else 1)
         store.fold()
         job = store.job("job-j")
         assert job.status == "SUCCEEDED" and job.output == {"title": "t"} and job.worker == {"pid": 1} and job.ended_at
@@ -109,3 +124,25 @@ def test_a_journalled_job_whose_park_was_never_written_is_not_stored(tmp_path):
         stored, inserted = store.insert_job(_job("job-f"), ride=[])  # parked again: known here, so stored now
         assert inserted and store.job("job-f").status == "QUEUED"
         assert store.advance_job("job-f", RUN_TO_END) == 2 and store.job("job-f").status == "SUCCEEDED"
+
+
+def _until_let_go(store, timeout: float = 30.0) -> None:
+    """Until the store's watcher let go of the file (LINGER pinned at 0)."""
+    deadline = time.monotonic() + timeout
+    while store.leases and store._journal_window() is not None:  # noqa: SLF001 - the window is what is under test
+        assert time.monotonic() < deadline, "the store kept the file"
+        time.sleep(0.01)
+
+
+def _count_transactions(monkeypatch, store) -> list[str]:
+    opened: list[str] = []
+    tx = type(store)._job_tx  # noqa: SLF001 - counted, not changed
+
+    @contextlib.contextmanager
+    def counted(self, request_id):
+        opened.append(request_id)
+        with tx(self, request_id) as con:
+            yield con
+
+    monkeypatch.setattr(type(store), "_job_tx", counted)
+    return opened
