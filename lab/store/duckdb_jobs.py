@@ -156,15 +156,17 @@ class DuckDBJobs(JobTables):
                 return None
             return (self.leases, self.folds)
 
-    def _journal_job(self, window: Any, lines: list[dict[str, Any]]) -> bool:
-        """Journal a journalled job's `lines` (one transaction, synced with `fsync=True` as a boundary) if no fold
-        can have taken its earlier lines: the file held all along since `window` and no fold here since."""
-        with self._lock:
-            if window is None or self._journal_window() != window or self.closed:
-                return False
-            self.write(lines)
-            self._last_use = time.monotonic()  # held on: the watcher still lets go at once for a process that waits
-            return True
+    def _journal_guard(self) -> Any:
+        return self._lock
+
+    def _journal_open(self, window: Any) -> bool:
+        """The file held all along since `window` (no other process could fold this one's journal) and no fold
+        here since: what was journalled in the window is still only in the journal."""
+        return window is not None and not self.closed and self._journal_window() == window
+
+    def _journal_lines(self, lines: list[dict[str, Any]]) -> None:
+        self.write(lines)  # synced with fsync=True, as a boundary
+        self._last_use = time.monotonic()  # held on: the watcher still lets go at once for a process that waits
 
     @contextmanager
     def _jobs_reading(self) -> Iterator[duckdb.DuckDBPyConnection]:

@@ -23,6 +23,7 @@ moves apply to the stored row as usual (issue 27 item 4: one job transaction per
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from abc import abstractmethod
@@ -99,6 +100,10 @@ class _Folded(Exception):
     """A journalled job's row reached the table by a fold before its first transaction stored it."""
 
 
+class _Moved(Exception):
+    """Another thread moved a journalled job since its state was read: plan the write again."""
+
+
 class _Missing(Exception):
     """No row of the job in the table (it may still be in another process's journal, not folded here)."""
 
@@ -147,9 +152,36 @@ class JobTables:
         (None: none such); `_journal_job` journals only within it."""
         return None
 
-    def _journal_job(self, window: Any, lines: list[dict[str, Any]]) -> bool:
-        """Write `lines` (a journalled job's) as one journal transaction if `window` still holds; else False."""
+    def _journal_guard(self) -> AbstractContextManager[Any]:
+        """Held around checking a journal window and writing in it (DuckDB: the store's lock, which a fold needs)."""
+        return contextlib.nullcontext()
+
+    def _journal_open(self, window: Any) -> bool:
+        """Whether `window` (from `_journal_window`) still holds: nothing journalled in it can have been folded."""
         return False
+
+    def _journal_lines(self, lines: list[dict[str, Any]]) -> None:
+        """Write `lines` as one journal transaction (durable as a boundary is)."""
+        raise NotImplementedError
+
+    def _journal_job(
+        self, request_id: str, before: Journalled, after: Journalled, since: int, head: tuple[str, int], ended: bool
+    ) -> bool | None:
+        """Journal job `request_id` moved from `before` to `after` (its lines from seq `since`), its head then
+        `head`, if `before`'s window holds: True; False if it does not (a transaction stores it); None if
+        another thread moved the job since `before` (plan again)."""
+        with self._journal_guard():
+            if self._journalled.get(request_id) is not before:
+                return None
+            if not self._journal_open(before.window):
+                return False
+            self._journal_lines(after.lines(since))
+            if ended:  # rarely written again: a later write folds first (`_Missing`)
+                self._journalled.pop(request_id, None)
+            else:
+                self._journalled[request_id] = after
+            self._remember(request_id, *head, ended=ended)
+            return True
 
     def _job_sql(self, text: str) -> str:
         return self.dialect.sql(text)
@@ -273,13 +305,18 @@ class JobTables:
             unknown = set(fields) - SETTABLE
             if unknown:
                 raise ValueError(f"transition_job cannot set {sorted(unknown)}; it sets {sorted(SETTABLE)}")
-        head = self._job_heads.get(request_id) if self.remembers_job_heads else None
-        journalled = self._journalled.get(request_id) if head is not None else None
-        if head is not None and journalled is not None:
+        while True:
+            head = self._job_heads.get(request_id) if self.remembers_job_heads else None
+            journalled = self._journalled.get(request_id) if head is not None else None
+            if head is None or journalled is None:
+                break
             try:
                 return self._advance_new(request_id, journalled, moves, observations, observed_after, head)
+            except _Moved:  # another thread journalled a move of it first: from where that left it
+                continue
             except _Folded:  # a fold stored the journalled row first: move the stored row
                 self._journalled.pop(request_id, None)
+                break
         if head is not None:
             try:
                 return self._advance(request_id, moves, observations, observed_after, head)
@@ -319,12 +356,10 @@ class JobTables:
         after = journalled.advanced(
             changes, [(request_id, first + i, kind, f, t, payload, now) for i, (kind, f, t, payload) in enumerate(events)]
         )
-        if self._journal_job(journalled.window, after.lines(first)):
-            if ended:  # rarely written again: a later write folds first (`_Missing`)
-                self._journalled.pop(request_id, None)
-            else:
-                self._journalled[request_id] = after
-            self._remember(request_id, status, first + len(events), ended=ended)
+        journalled_now = self._journal_job(request_id, journalled, after, first, (status, first + len(events)), ended)
+        if journalled_now is None:
+            raise _Moved
+        if journalled_now:
             return applied
         sql = self._job_sql
         try:

@@ -146,3 +146,37 @@ def _count_transactions(monkeypatch, store) -> list[str]:
 
     monkeypatch.setattr(type(store), "_job_tx", counted)
     return opened
+
+
+def test_two_racing_terminals_of_a_journalled_job_one_wins_the_other_is_inert(tmp_path, monkeypatch):
+    """Journal lines are planned from the job as this process left it: a thread that journalled a move
+    first makes the other plan again from there (here: the job ended, so the late terminal folds first and
+    is a transaction), so the first terminal wins and the other is kept inert, the seqs gap-free."""
+    from lab.store import duckdb_files
+
+    monkeypatch.setattr(duckdb_files, "LINGER", 3600.0)
+    with Lab(tmp_path / "lab.duckdb") as lab:
+        store = lab.store
+        store.jobs()  # takes the file: the job's moves are journal lines
+        opened = _count_transactions(monkeypatch, store)
+        _journalled(store, "job-race")
+        assert store.transition_job("job-race", "RUNNING", allowed_from=["QUEUED"])
+        results: list[tuple[str, bool]] = []
+        barrier = threading.Barrier(2)
+
+        def finish(status: str) -> None:
+            barrier.wait()
+            results.append((status, store.transition_job("job-race", status, allowed_from=["RUNNING"], terminal=True)))
+
+        threads = [threading.Thread(target=finish, args=(s,)) for s in ("SUCCEEDED", "FAILED")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert set(opened) == {"job-race"} and sorted(won for _, won in results) == [False, True]
+        winner = next(status for status, won in results if won)
+        events = store.job_events("job-race")
+        assert [e.seq for e in events] == list(range(len(events))) == [0, 1, 2, 3]
+        assert [(e.kind, e.to_status) for e in events][2] == ("transition", winner)
+        assert events[3].kind == "inert"
+        assert store.job("job-race").status == winner
