@@ -1,4 +1,9 @@
-"""The DuckDB store's side of the agent-job tables (jobs.py): its connection and transactions.
+"""The DuckDB store's side of the agent-job tables (jobs.py): its connection, transactions and journal window.
+
+A new job of a run created here is journalled (jobs.py `journals_new_jobs`), and its moves too
+while this process has held the file all along and folded nothing (`_journal_window`): no other
+process can fold its journal then, so its lines are still only there, and the fold keeps a job's
+last line. A read of the job tables folds first, as every read.
 
 A job transaction runs on the store's connection under the store's lock (`_session`), so it
 holds every job against this process's other threads; the file is held for the operation,

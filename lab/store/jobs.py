@@ -16,9 +16,14 @@ back, and the move made again after the read.
 A new job of a run this process created is not a transaction of its own on DuckDB
 (`journals_new_jobs`): its QUEUED row and first event ride in the journal write of the park that
 waits on it (`insert_job(ride=...)`), folded into the tables like the run's rows, and a read of
-the job tables folds first. The job's first transaction stores its row as the moves leave it
-(`_advance_new`); if a fold stored the journalled row first, that insert meets the key and the
-moves apply to the stored row as usual (issue 27 item 4: one job transaction per station).
+the job tables folds first. While no fold can have taken those lines (`_journal_window`: on DuckDB
+the file held by this process all along and no fold here), its moves are journal lines too, the
+job's whole row in each (job_journal.py; the fold keeps a job's last line); after that, its next
+write is a transaction that inserts its row as the moves leave it with every event so far
+(`_advance_new`), and if a fold stored the row first that insert meets the key and the moves apply
+to the stored row as usual. A delegated station in this process then makes no job transaction
+(issue 27 item 4). No other process can move the job while its lines are only in this journal: it
+would have to fold them first, which needs the file.
 """
 
 from __future__ import annotations
