@@ -50,6 +50,10 @@ class Journalled:
             row[FIELD[name]] = value
         return dataclasses.replace(self, row=tuple(row), events=(*self.events, *events))
 
+    def head(self) -> tuple[str, int]:
+        """The job's status and the seq of its next event."""
+        return self.row[FIELD["status"]], self.events[-1][1] + 1
+
     def line_seen(self, line: Any) -> bool:
         """A worker's progress line already recorded among the job's events."""
         return any(isinstance(e[5], dict) and e[5].get("line") == line for e in self.events)

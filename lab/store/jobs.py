@@ -310,18 +310,15 @@ class JobTables:
             unknown = set(fields) - SETTABLE
             if unknown:
                 raise ValueError(f"transition_job cannot set {sorted(unknown)}; it sets {sorted(SETTABLE)}")
-        while True:
-            head = self._job_heads.get(request_id) if self.remembers_job_heads else None
-            journalled = self._journalled.get(request_id) if head is not None else None
-            if head is None or journalled is None:
-                break
+        while (journalled := self._journalled.get(request_id)) is not None:
             try:
-                return self._advance_new(request_id, journalled, moves, observations, observed_after, head)
+                return self._advance_new(request_id, journalled, moves, observations, observed_after)
             except _Moved:  # another thread journalled a move of it first: from where that left it
                 continue
             except _Folded:  # a fold stored the journalled row first: move the stored row
                 self._journalled.pop(request_id, None)
                 break
+        head = self._job_heads.get(request_id) if self.remembers_job_heads else None
         if head is not None:
             try:
                 return self._advance(request_id, moves, observations, observed_after, head)
@@ -343,14 +340,14 @@ class JobTables:
         moves: Sequence[tuple[str, Sequence[str], bool, dict[str, Any] | None, dict[str, Any]]],
         observations: Sequence[tuple[str, dict[str, Any]]],
         observed_after: int,
-        head: tuple[str, int],
     ) -> int:
-        """`advance_job` for a job whose rows are only in the journal (`insert_job(ride=)`, job_journal.py):
-        journalled too while the store's window holds (no transaction), else one transaction that inserts
-        its row as the moves leave it and every event from its first. Raises `_Folded` (rolled back) when
+        """`advance_job` for a job whose rows are only in the journal (`insert_job(ride=)`, job_journal.py), from
+        where `journalled` (as this process left it) says it is: journalled too while the store's window holds
+        (no transaction), else one transaction that inserts its row as the moves leave it and every event
+        from its first. Raises `_Moved` when another thread journalled a move of it since `journalled`; `_Folded` (rolled back) when
         a fold stored the journalled row meanwhile (the plain insert meets the key)."""
         now = _now()
-        before, first = head
+        before, first = journalled.head()
         seen = [(kind, None, None, payload) for kind, payload in observations if "line" not in payload or not journalled.line_seen(payload["line"])]
         events, fields, status, ended, applied = _plan(before, moves, seen, observed_after)
         changes: dict[str, Any] = {**fields, "status": status}
