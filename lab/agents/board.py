@@ -177,6 +177,7 @@ class AgentBoard(Recovering, Cancelling):
         if "binding" not in request:
             request = {**request, "binding": self.binding(run_id, runtime, new_run=new_run)}
         digest = request_digest(runtime, request)
+        riding = len(ride) if ride is not None else -1
         rec, inserted = self.store.insert_job(
             JobRecord(
                 request_id=request_id, runtime=runtime, runner=rt.runner, request=request, digest=digest,
@@ -192,7 +193,7 @@ class AgentBoard(Recovering, Cancelling):
             )
         if run_id is not None and isinstance(rec.request.get("binding"), dict):
             self._bindings.setdefault((run_id, runtime), rec.request["binding"])  # the run's, from now on
-        if ride is None or not new_run:
+        if ride is None or len(ride) == riding:  # stored now (its rows did not go into the park's)
             self._notify(request_id)
         if inserted and start:
             self.admit(request_id, rec)
