@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import types
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -79,6 +80,9 @@ class WaitSignal(Exception):
         self.prior = list(prior or [])
 
     # Hooks for waits that start work outside the run (a delegated agent job): no-ops here.
+
+    ride: Sequence[dict[str, Any]] = ()
+    """Journal rows `before_park` made that travel in the park's own write (a delegated job's QUEUED row)."""
 
     def check(self, run: Any, node_id: str) -> None:
         """Before anything is written: raise a `LabError` to fail the station instead of parking."""

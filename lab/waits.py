@@ -458,6 +458,7 @@ class Waits:
         )
         rows = [store.checkpoint_row(cp)]
         for item, wait in zip(items, waits, strict=True):
+            rows.extend(item["signal"].ride if item.get("signal") is not None else ())  # a delegated job's rows
             rows.append(store.wait_row(wait))
             rows.append(
                 self._event_row(

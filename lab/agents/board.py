@@ -161,12 +161,15 @@ class AgentBoard(Recovering, Cancelling):
         retry_of: str | None = None,
         start: bool = True,
         new_run: bool = False,
+        ride: list[dict[str, Any]] | None = None,
     ) -> AgentJob:
         """Store a request as a QUEUED job and (with `start`) admit and run it.
 
         The request id is the idempotency key: the same id with the same request returns the
         existing job (not run again); with a different request it is refused. `new_run`: `run_id`
-        was created by this process (it has no job this board did not store).
+        was created by this process (it has no job this board did not store). `ride` (with `new_run`):
+        the rows of the park that waits on the job, written next; the store may put the job's rows
+        there (`JobTables.insert_job`), and the job is announced once `admit(announce=True)` runs after it.
         """
         rt = self.runtime(runtime)
         if not isinstance(request, dict) or not isinstance(request.get("prompt"), str):
@@ -174,12 +177,14 @@ class AgentBoard(Recovering, Cancelling):
         if "binding" not in request:
             request = {**request, "binding": self.binding(run_id, runtime, new_run=new_run)}
         digest = request_digest(runtime, request)
+        riding = len(ride) if ride is not None else -1
         rec, inserted = self.store.insert_job(
             JobRecord(
                 request_id=request_id, runtime=runtime, runner=rt.runner, request=request, digest=digest,
                 status="QUEUED", run_id=run_id, node_id=node_id, wait_owner=wait_owner,
                 checkpoint_seq=checkpoint_seq, retry_of=retry_of,
-            )  # fmt: skip
+            ),  # fmt: skip
+            ride=ride if new_run else None,
         )
         if not inserted and rec.digest != digest:
             raise AgentRequestConflict(
@@ -188,7 +193,8 @@ class AgentBoard(Recovering, Cancelling):
             )
         if run_id is not None and isinstance(rec.request.get("binding"), dict):
             self._bindings.setdefault((run_id, runtime), rec.request["binding"])  # the run's, from now on
-        self._notify(request_id)
+        if ride is None or len(ride) == riding:  # stored now (its rows did not go into the park's)
+            self._notify(request_id)
         if inserted and start:
             self.admit(request_id, rec)
         return AgentJob(self, request_id, rec if not start else None)
@@ -277,14 +283,17 @@ class AgentBoard(Recovering, Cancelling):
 
     # -- the run's side ------------------------------------------------------------------------
 
-    def queue_for_wait(self, run: Run, wait: WaitRecord, runtime: str, request: dict[str, Any]) -> JobRecord:
-        """Before the park is written: the job, QUEUED, durable (seed 001: persisted before first submit)."""
+    def queue_for_wait(
+        self, run: Run, wait: WaitRecord, runtime: str, request: dict[str, Any], ride: list[dict[str, Any]] | None = None
+    ) -> JobRecord:
+        """Before the park is written: the job, QUEUED, durable before it is admitted (seed 001: persisted
+        before first submit): in a transaction of its own, or (`ride`, a run created here) in the park's rows."""
         from ..waits import task_of
 
         rid = request_id_for(run.id, wait.checkpoint_seq, task_of(wait.owner))
         return self.submit(
             rid, runtime, request, run_id=run.id, node_id=wait.node_id, wait_owner=wait.owner,
-            checkpoint_seq=wait.checkpoint_seq, start=False, new_run=run.created_here,
+            checkpoint_seq=wait.checkpoint_seq, start=False, new_run=run.created_here, ride=ride,
         ).known or self.store.job(rid)  # type: ignore[return-value]  # fmt: skip
 
     def current(self, wait: WaitRecord) -> JobRecord | None:
@@ -444,7 +453,7 @@ class AgentBoard(Recovering, Cancelling):
 
     # -- runners ---------------------------------------------------------------------------------
 
-    def admit(self, request_id: str, rec: JobRecord | None = None, *, deferred: bool = False) -> None:
+    def admit(self, request_id: str, rec: JobRecord | None = None, *, deferred: bool = False, announce: bool = False) -> None:
         """QUEUED -> ADMITTED, then start the job where its runtime runs.
 
         In this process (a `task` runtime) the job's task moves it on: its first step loads the
@@ -452,8 +461,11 @@ class AgentBoard(Recovering, Cancelling):
         so the job is RUNNING only once a task exists that a cancel can stop. `deferred` (a station
         whose park recorded `admission_mark`): that transaction is not made before the agent starts;
         the moves ride with its first observations, at most `observations.EVERY` later, or with its
-        terminal (issue 27 item 4: one job transaction fewer per station).
+        terminal (issue 27 item 4: one job transaction fewer per station). `announce`: tell the listeners
+        of the job first (its rows rode in the park just written, `submit(ride=)`).
         """
+        if announce:
+            self._notify(request_id)
         rec = rec or self.store.job(request_id)
         assert rec is not None
         rt = self.runtime(rec.runtime)

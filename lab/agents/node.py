@@ -55,19 +55,22 @@ class DelegationRequired(WaitSignal):
         self.request = request
         self.job: Any = None
         """The job's record as `before_park` stored it (QUEUED), admitted by `after_park` without a read."""
+        self.ride: list[dict[str, Any]] = []
+        """The job's journal rows, when the store puts them in the park's write (`JobTables.insert_job`)."""
 
     def check(self, run: Any, node_id: str) -> None:
         run.lab.agents.runtime(self.node.runtime)  # exact name, else AgentRuntimeError: the station fails
 
     def before_park(self, run: Any, wait: Any) -> Any:
         agents = run.lab.agents
-        job = self.job = agents.queue_for_wait(run, wait, self.node.runtime, self.request)
+        self.ride = []
+        job = self.job = agents.queue_for_wait(run, wait, self.node.runtime, self.request, self.ride)
         # with its binding, and, when the job starts as a task right after the park, who starts it: the
         # park is then what makes that start durable (its ADMITTED is recorded with its first observations)
         return {**job.request, "request_id": job.request_id, "runtime": self.node.runtime, **agents.admission_mark(self.node.runtime)}
 
     def after_park(self, run: Any, wait: Any) -> None:
-        run.lab.agents.admit(wait.details["request_id"], self.job, deferred="admitted_by" in wait.details)
+        run.lab.agents.admit(wait.details["request_id"], self.job, deferred="admitted_by" in wait.details, announce=bool(self.ride))
 
 
 class DelegatedAgentNode(BaseNode[StateT, DepsT, Any]):

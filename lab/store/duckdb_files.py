@@ -130,6 +130,8 @@ class FileLease:
     _watcher: threading.Thread | None
     _check_open: Any
     fold: Any
+    leases = 0
+    """How many times this process took the file (a job's journal window, duckdb_jobs.py, holds while this stays)."""
     _unsynced = False
     """The connection's `fsync_mode` is 'none', left so by a job commit (duckdb_jobs.py): every other use of
     the connection sets it back first (`_synced`), so nothing but a job commit is ever unsynced."""
@@ -191,6 +193,7 @@ class FileLease:
                     self._lockfile.release()
                     raise
                 self._leased = True
+                self.leases += 1
                 self._start_watch()
             self._depth = 1
             try:

@@ -51,6 +51,9 @@ class JournalFold:
     _flush_buffer: Any
     _session: Any
 
+    folds = 0
+    """How many folds this process made (a job's journal window, duckdb_jobs.py, holds while this stays)."""
+
     def _fold_statements(self) -> Any:
         """The statements that fold `journal_rows` into the tables (schema.py's; a test may wrap them)."""
         raise NotImplementedError
@@ -172,6 +175,7 @@ class JournalFold:
         sources = self._unfolded(others=others)
         if not any(data for _, _, _, data, _, _ in sources) and not any(fd >= 0 for *_, fd, _ in sources):
             return
+        self.folds += 1
         truncate: list[tuple[str, int]] = []
         try:
             with tempfile.TemporaryDirectory(prefix="graphlab-fold-") as tmp:

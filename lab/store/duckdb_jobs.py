@@ -1,4 +1,9 @@
-"""The DuckDB store's side of the agent-job tables (jobs.py): its connection and transactions.
+"""The DuckDB store's side of the agent-job tables (jobs.py): its connection, transactions and journal window.
+
+A new job of a run created here is journalled (jobs.py `journals_new_jobs`), and its moves too
+while this process has held the file all along and folded nothing (`_journal_window`): no other
+process can fold its journal then, so its lines are still only there, and the fold keeps a job's
+last line. A read of the job tables folds first, as every read.
 
 A job transaction runs on the store's connection under the store's lock (`_session`), so it
 holds every job against this process's other threads; the file is held for the operation,
@@ -21,6 +26,7 @@ migration or any other commit is synced as before.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -28,6 +34,7 @@ from typing import Any
 import duckdb
 
 from ..errors import StoreError
+from .duckdb_reads import OTHERS_EVERY
 from .jobs import JobTables
 
 __all__ = ("DuckDBJobs", "UNSYNCED_WAL_LIMIT")
@@ -59,6 +66,7 @@ class DuckDBJobs(JobTables):
 
     insert_plain = True
     remembers_job_heads = True
+    journals_new_jobs = True
     defers_admission = True
 
     _session: Any
@@ -67,6 +75,16 @@ class DuckDBJobs(JobTables):
     _synced: Any
     _unsynced: bool
     _depth: int
+    _others_at: float
+    _lock: Any
+    _lockfile: Any
+    _leased: bool
+    _last_use: float
+    leases: int
+    folds: int
+    closed: bool
+    write: Any
+    fold: Any
     fsync: bool
     path: str
 
@@ -125,9 +143,40 @@ class DuckDBJobs(JobTables):
             return False
 
     @contextmanager
+    def _jobs_read(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The connection to read the job tables, the journals folded first as for every read (duckdb_reads.py):
+        a new job's rows ride in its park's journal write (jobs.py)."""
+        with self._jobs_reading() as con:
+            self.fold(others=time.monotonic() - self._others_at >= OTHERS_EVERY)
+            yield con
+
+    def _fold_jobs(self) -> None:
+        self.fold()
+
+    def _journal_window(self) -> Any:
+        """(file takings, folds) while this process holds the file (no other process can fold its journal)
+        or no other process can open it (`:memory:`); None otherwise."""
+        with self._lock:
+            if self._lockfile is not None and not self._leased:
+                return None
+            return (self.leases, self.folds)
+
+    def _journal_guard(self) -> Any:
+        return self._lock
+
+    def _journal_open(self, window: Any) -> bool:
+        """The file held all along since `window` (no other process could fold this one's journal) and no fold
+        here since: what was journalled in the window is still only in the journal."""
+        return window is not None and not self.closed and self._journal_window() == window
+
+    def _journal_lines(self, lines: list[dict[str, Any]]) -> None:
+        self.write(lines)  # synced with fsync=True, as a boundary
+        self._last_use = time.monotonic()  # held on: the watcher still lets go at once for a process that waits
+
+    @contextmanager
     def _jobs_reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The connection for the job tables, without folding the journal first: jobs never go
-        through the journal, so a fold (milliseconds while a run writes) would buy nothing here."""
+        """The connection for the job tables' transactions, without folding the journal first (a fold costs
+        milliseconds while a run writes; a job this process journalled is stored by its first transaction)."""
         with self._session(unsynced=True) as con:  # the file attached for this operation (docs/store.md "Who holds what")
             self._check_open()
             try:

@@ -103,7 +103,7 @@ class SchemaChecks:
         con = self._con
         db = con.execute("SELECT current_database()").fetchone()[0]
         sources = self._unfolded(read_only=True)
-        shadow = ("runs", "checkpoints", "waits", "events", "writers", "calls") if sources else ("runs", "writers")
+        shadow = ("runs", "checkpoints", "waits", "events", "writers", "calls", "jobs", "job_events") if sources else ("runs", "writers")
         for table in shadow:
             copy_table(con, db, table, f"CREATE TEMP TABLE {table}", f"temp.main.{table}")
         if sources:

@@ -2,21 +2,33 @@
 
 Mixed into both stores (`DuckDBJobs` in duckdb_jobs.py, `PostgresJobs` in postgres_jobs.py),
 which give it a transaction and a connection; the SQL is written once, in sql_text.py, and
-rendered with the store's dialect. Unlike runs, jobs are not journalled: a job has a handful of
-rows (a transition is rare next to a station boundary), and each transition is one conditional
-`UPDATE ... WHERE status IN (...)` in a transaction with its event row, so whichever caller
-records a terminal first wins and a later one is kept as an `inert` event, never applied
-(seed 001: "the first admitted terminal wins and late results are inert"). Within a transaction
-the store holds the job against every other writer of it (DuckDB: the store's lock; PostgreSQL:
-a transaction lock on the request id), so an event's `seq` is gap-free and the status read
-before an update is the one the update sees. On DuckDB the read is skipped for a job this process
-wrote last (`remembers_job_heads`): its status and next `seq` are remembered, and a head another
-process made stale is refused by `job_events`' primary key (that process's write took the seq) and
-by the guarded UPDATE, rolled back, and the move made again after the read.
+rendered with the store's dialect. Each transition is one conditional `UPDATE ... WHERE status
+IN (...)` in a transaction with its event row, so whichever caller records a terminal first wins
+and a later one is kept as an `inert` event, never applied (seed 001: "the first admitted
+terminal wins and late results are inert"). Within a transaction the store holds the job against
+every other writer of it (DuckDB: the store's lock; PostgreSQL: a transaction lock on the request
+id), so an event's `seq` is gap-free and the status read before an update is the one the update
+sees. On DuckDB the read is skipped for a job this process wrote last (`remembers_job_heads`): its
+status and next `seq` are remembered, and a head another process made stale is refused by
+`job_events`' primary key (that process's write took the seq) and by the guarded UPDATE, rolled
+back, and the move made again after the read.
+
+A new job of a run this process created is not a transaction of its own on DuckDB
+(`journals_new_jobs`): its QUEUED row and first event ride in the journal write of the park that
+waits on it (`insert_job(ride=...)`), folded into the tables like the run's rows, and a read of
+the job tables folds first. While no fold can have taken those lines (`_journal_window`: on DuckDB
+the file held by this process all along and no fold here), its moves are journal lines too, the
+job's whole row in each (job_journal.py; the fold keeps a job's last line); after that, its next
+write is a transaction that inserts its row as the moves leave it with every event so far
+(`_advance_new`), and if a fold stored the row first that insert meets the key and the moves apply
+to the stored row as usual. A delegated station in this process then makes no job transaction
+(issue 27 item 4). No other process can move the job while its lines are only in this journal: it
+would have to fold them first, which needs the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from abc import abstractmethod
@@ -29,6 +41,7 @@ from ..errors import StoreError
 from ..records import JobEventRecord, JobRecord
 from . import sql_text as q
 from .dialect import Dialect
+from .job_journal import Journalled
 
 __all__ = ("JobTables", "SETTABLE")
 
@@ -88,6 +101,18 @@ class _Taken(Exception):
     """A new job's request id is taken (its plain INSERT hit the key)."""
 
 
+class _Folded(Exception):
+    """A journalled job's row reached the table by a fold before its first transaction stored it."""
+
+
+class _Moved(Exception):
+    """Another thread moved a journalled job since its state was read: plan the write again."""
+
+
+class _Missing(Exception):
+    """No row of the job in the table (it may still be in another process's journal, not folded here)."""
+
+
 class JobTables:
     """Insert, transition and read agent jobs (lab/agents drives them), on any backend."""
 
@@ -102,6 +127,10 @@ class JobTables:
     the guarded UPDATE, rolled back, and the move made again after a read (DuckDB: the read, a `max(seq)`
     over the job's events, was the dearest statement of a job transaction)."""
     _job_heads_kept: dict[str, tuple[str, int]] | None = None
+    journals_new_jobs = False
+    """A new job of a run this process created rides in its park's journal write (`insert_job(ride=)`),
+    folded into the tables, instead of a transaction of its own before the park (DuckDB)."""
+    _journalled_kept: dict[str, Journalled] | None = None
     defers_admission = False
     """A job run as a task of this process records ADMITTED, PREPARING and RUNNING with its first
     observations (at most `observations.EVERY` later) or with its terminal, not in a transaction of
@@ -115,6 +144,49 @@ class JobTables:
     @abstractmethod
     def _jobs_reading(self) -> AbstractContextManager[Any]:
         """A connection to read the job tables; driver errors become `StoreError`."""
+
+    def _jobs_read(self) -> AbstractContextManager[Any]:
+        """A connection to read the job tables as every process wrote them (DuckDB: the journals folded first)."""
+        return self._jobs_reading()
+
+    def _fold_jobs(self) -> None:
+        """Fold every process's journal now (a job another process journalled and nobody folded yet)."""
+
+    def _journal_window(self) -> Any:
+        """A token that stays valid while no fold can have taken what this process journals from now on
+        (None: none such); `_journal_job` journals only within it."""
+        return None
+
+    def _journal_guard(self) -> AbstractContextManager[Any]:
+        """Held around checking a journal window and writing in it (DuckDB: the store's lock, which a fold needs)."""
+        return contextlib.nullcontext()
+
+    def _journal_open(self, window: Any) -> bool:
+        """Whether `window` (from `_journal_window`) still holds: nothing journalled in it can have been folded."""
+        return False
+
+    def _journal_lines(self, lines: list[dict[str, Any]]) -> None:
+        """Write `lines` as one journal transaction (durable as a boundary is)."""
+        raise NotImplementedError
+
+    def _journal_job(
+        self, request_id: str, before: Journalled, after: Journalled, since: int, head: tuple[str, int], ended: bool
+    ) -> bool | None:
+        """Journal job `request_id` moved from `before` to `after` (its lines from seq `since`), its head then
+        `head`, if `before`'s window holds: True; False if it does not (a transaction stores it); None if
+        another thread moved the job since `before` (plan again)."""
+        with self._journal_guard():
+            if self._journalled.get(request_id) is not before:
+                return None
+            if not self._journal_open(before.window):
+                return False
+            self._journal_lines(after.lines(since))
+            if ended:  # rarely written again: a later write folds first (`_Missing`)
+                self._journalled.pop(request_id, None)
+            else:
+                self._journalled[request_id] = after
+            self._remember(request_id, *head, ended=ended)
+            return True
 
     def _job_sql(self, text: str) -> str:
         return self.dialect.sql(text)
@@ -138,15 +210,25 @@ class JobTables:
             else:
                 self._job_heads[request_id] = (status, next_seq)
 
+    @property
+    def _journalled(self) -> dict[str, Journalled]:
+        """Jobs whose rows went to the journal and that no transaction stored yet (job_journal.py)."""
+        if self._journalled_kept is None:
+            self._journalled_kept = {}
+        return self._journalled_kept
+
     def _forget(self, request_id: str) -> None:
         if self.remembers_job_heads:
             self._job_heads.pop(request_id, None)
 
-    def insert_job(self, job: JobRecord) -> tuple[JobRecord, bool]:
+    def insert_job(self, job: JobRecord, *, ride: list[dict[str, Any]] | None = None) -> tuple[JobRecord, bool]:
         """Store `job` (status QUEUED) with its first event; if its request id is taken, the stored job.
 
         Returns `(job, inserted)`: the caller compares digests (a different request under a taken
-        id is refused there, with words about the request).
+        id is refused there, with words about the request). `ride`: the journal rows of the park
+        that waits on the job, not written yet, of a run this process created (no other process has
+        its jobs): on a store that `journals_new_jobs`, the job's rows are appended there instead of a
+        transaction, so they are durable with that park and never without it.
         """
         sql = self._job_sql
         now = _now()
@@ -155,6 +237,15 @@ class JobTables:
             job.runner, _dump(job.request), job.digest, job.status, job.retry_of, _dump(job.output),
             _dump(job.error), _dump(job.usage), _dump(job.worker), now, now, None,
         ]  # fmt: skip
+        first = {"runtime": job.runtime, "runner": job.runner}  # a new job's first event: seq 0
+        if ride is not None and self.journals_new_jobs and job.request_id not in self._job_heads:
+            raw = [*row[:7], job.request, *row[8:11], job.output, job.error, job.usage, job.worker, *row[15:]]
+            kept = Journalled(tuple(raw), ((job.request_id, 0, "transition", None, job.status, first, now),), self._journal_window())
+            ride.extend(kept.lines(0))
+            self._journalled[job.request_id] = kept
+            self._remember(job.request_id, job.status, 1)
+            return dataclasses.replace(job, created_at=now, updated_at=now, ended_at=None), True
+        self._journalled.pop(job.request_id, None)
         try:
             with self._job_tx(job.request_id) as con:
                 if self.insert_plain:  # the key's conflict is the answer to "is it taken?": no read first
@@ -166,7 +257,6 @@ class JobTables:
                         raise
                 elif con.execute(sql(q.JOB_INSERT), row).fetchone() is None:  # the request id is taken (the job is held)
                     return self._job_record(con.execute(sql(q.JOB), [job.request_id]).fetchone()), False
-                first = {"runtime": job.runtime, "runner": job.runner}  # a new job's first event: seq 0
                 con.execute(sql(q.job_events_insert(1)), [job.request_id, 0, "transition", None, job.status, json.dumps(first), now])
                 self._remember(job.request_id, job.status, 1)
         except _Taken:  # rolled back; a job row is never deleted, so the stored one is there to read
@@ -220,13 +310,77 @@ class JobTables:
             unknown = set(fields) - SETTABLE
             if unknown:
                 raise ValueError(f"transition_job cannot set {sorted(unknown)}; it sets {sorted(SETTABLE)}")
+        while (journalled := self._journalled.get(request_id)) is not None:
+            try:
+                return self._advance_new(request_id, journalled, moves, observations, observed_after)
+            except _Moved:  # another thread journalled a move of it first: from where that left it
+                continue
+            except _Folded:  # a fold stored the journalled row first: move the stored row
+                self._journalled.pop(request_id, None)
+                break
         head = self._job_heads.get(request_id) if self.remembers_job_heads else None
         if head is not None:
             try:
                 return self._advance(request_id, moves, observations, observed_after, head)
             except _Stale:  # another writer moved the job since this process last wrote it: read it
                 pass
-        return self._advance(request_id, moves, observations, observed_after, None)
+        try:
+            return self._advance(request_id, moves, observations, observed_after, None)
+        except _Missing:  # journalled by a process whose journal is not folded here yet
+            self._fold_jobs()
+        try:
+            return self._advance(request_id, moves, observations, observed_after, None)
+        except _Missing:
+            raise StoreError(f"no agent job {request_id!r} in the store; lab.agents.jobs() lists them") from None
+
+    def _advance_new(
+        self,
+        request_id: str,
+        journalled: Journalled,
+        moves: Sequence[tuple[str, Sequence[str], bool, dict[str, Any] | None, dict[str, Any]]],
+        observations: Sequence[tuple[str, dict[str, Any]]],
+        observed_after: int,
+    ) -> int:
+        """`advance_job` for a job whose rows are only in the journal (`insert_job(ride=)`, job_journal.py), from
+        where `journalled` (as this process left it) says it is: journalled too while the store's window holds
+        (no transaction), else one transaction that inserts its row as the moves leave it and every event
+        from its first. Raises `_Moved` when another thread journalled a move of it since `journalled`; `_Folded` (rolled back) when
+        a fold stored the journalled row meanwhile (the plain insert meets the key)."""
+        now = _now()
+        before, first = journalled.head()
+        seen = [(kind, None, None, payload) for kind, payload in observations if "line" not in payload or not journalled.line_seen(payload["line"])]
+        events, fields, status, ended, applied = _plan(before, moves, seen, observed_after)
+        changes: dict[str, Any] = {**fields, "status": status}
+        if applied:
+            changes["updated_at"] = now
+        if ended:
+            changes["ended_at"] = now
+        after = journalled.advanced(
+            changes, [(request_id, first + i, kind, f, t, payload, now) for i, (kind, f, t, payload) in enumerate(events)]
+        )
+        journalled_now = self._journal_job(request_id, journalled, after, first, (status, first + len(events)), ended)
+        if journalled_now is None:
+            raise _Moved
+        if journalled_now:
+            return applied
+        sql = self._job_sql
+        try:
+            with self._job_tx(request_id) as con:
+                try:
+                    con.execute(sql(q.JOB_INSERT_NEW), after.sql_row())
+                except Exception as exc:
+                    if self._key_conflict(exc):
+                        raise _Folded from None
+                    raise
+                con.execute(sql(q.job_events_insert(len(after.events))), after.sql_events())
+        except _Folded:
+            raise
+        except BaseException:
+            self._forget(request_id)
+            raise
+        self._journalled.pop(request_id, None)
+        self._remember(request_id, status, first + len(events), ended=ended)
+        return applied
 
     def _advance(
         self,
@@ -249,7 +403,7 @@ class JobTables:
                 if head is None:
                     found = con.execute(sql(q.JOB_STATUS), [request_id, request_id]).fetchone()
                     if found is None:
-                        raise StoreError(f"no agent job {request_id!r} in the store; lab.agents.jobs() lists them")
+                        raise _Missing
                     head = (found[0], int(found[1]))  # the next event's seq: nothing else writes the job while it is held
                 before, first = head
                 seen = [(kind, None, None, payload) for kind, payload in observations if not self._line_seen(con, request_id, payload)]
@@ -272,6 +426,8 @@ class JobTables:
                             raise _Stale from None
                         raise
                 self._remember(request_id, status, first + len(events), ended=ended)
+        except _Missing:
+            raise
         except BaseException:
             self._forget(request_id)
             raise
@@ -292,20 +448,20 @@ class JobTables:
         self.advance_job(request_id, [], observations=events)
 
     def job(self, request_id: str) -> JobRecord | None:
-        with self._jobs_reading() as con:
+        with self._jobs_read() as con:
             row = con.execute(self._job_sql(q.JOB), [request_id]).fetchone()
         return self._job_record(row) if row else None
 
     def jobs(self, *, run_id: str | None = None, status: str | None = None, wait_owner: str | None = None) -> list[JobRecord]:
         """Jobs oldest first, filtered by run, status or the wait they answer."""
         given = {col: value for col, value in (("run_id", run_id), ("status", status), ("wait_owner", wait_owner)) if value is not None}
-        with self._jobs_reading() as con:
+        with self._jobs_read() as con:
             rows = con.execute(self._job_sql(q.list_jobs(list(given))), list(given.values())).fetchall()
         return [self._job_record(r) for r in rows]
 
     def job_events(self, request_id: str, *, after: int = -1) -> list[JobEventRecord]:
         """A job's events in order (those with seq > `after`)."""
-        with self._jobs_reading() as con:
+        with self._jobs_read() as con:
             rows = con.execute(self._job_sql(q.JOB_EVENTS), [request_id, after]).fetchall()
         load = self.dialect.load
         return [JobEventRecord(r[0], int(r[1]), r[2], r[3], r[4], load(r[5]) or {}, r[6]) for r in rows]

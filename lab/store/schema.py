@@ -292,6 +292,19 @@ JOURNAL_COLUMNS: dict[str, str] = {
     "input_tokens": "BIGINT",
     "output_tokens": "BIGINT",
     "ms": "DOUBLE",
+    # an agent job known only to the journal (t = 'job': its whole row, lab/store/job_journal.py) and its
+    # events (t = 'jev'); run_id, node_id, checkpoint_seq, status, digest, request, output, error, kind,
+    # seq, payload, created_at, updated_at as above
+    "request_id": "VARCHAR",
+    "wait_owner": "VARCHAR",
+    "runtime": "VARCHAR",
+    "runner": "VARCHAR",
+    "retry_of": "VARCHAR",
+    "from_status": "VARCHAR",
+    "to_status": "VARCHAR",
+    "usage": "JSON",
+    "worker": "JSON",
+    "ended_at": "DOUBLE",
 }
 """Every column a journal line may carry; `t` says which table the line belongs to.
 
@@ -302,7 +315,8 @@ JOURNAL_SELECT = (
     "make_timestamp(CAST(round(created_at * 1000000) AS BIGINT)) AS created_at, "
     "make_timestamp(CAST(round(updated_at * 1000000) AS BIGINT)) AS updated_at, "
     "make_timestamp(CAST(round(resolved_at * 1000000) AS BIGINT)) AS resolved_at, "
-    "make_timestamp(CAST(round(claimed_at * 1000000) AS BIGINT)) AS claimed_at) "
+    "make_timestamp(CAST(round(claimed_at * 1000000) AS BIGINT)) AS claimed_at, "
+    "make_timestamp(CAST(round(ended_at * 1000000) AS BIGINT)) AS ended_at) "
     "FROM read_json(?, format='newline_delimited', maximum_object_size=?, columns={"
     + ", ".join(f"'{k}': '{v}'" for k, v in JOURNAL_COLUMNS.items())
     + "})"
@@ -431,6 +445,20 @@ FOLD_STATEMENTS: list[str] = [
            c.created_at
     FROM journal_rows c WHERE c.t = 'call'
     """,
+    # an agent job known only to the journal (lab/store/job_journal.py): its last line is its row; ignored
+    # once a transaction stored the job (it then holds everything the lines say, and what came after)
+    """
+    INSERT OR IGNORE INTO jobs BY NAME
+    SELECT request_id, run_id, node_id, wait_owner, checkpoint_seq, runtime, runner, request, digest, status,
+           retry_of, output, error, usage, worker, created_at, updated_at, ended_at
+    FROM journal_rows WHERE t = 'job'
+    QUALIFY row_number() OVER (PARTITION BY request_id ORDER BY j DESC) = 1
+    """,
+    """
+    INSERT OR IGNORE INTO job_events BY NAME
+    SELECT request_id, seq, kind, from_status, to_status, payload, created_at
+    FROM journal_rows WHERE t = 'jev'
+    """,
 ]
 """Fold journal lines into the tables. Idempotent: replaying lines already folded changes nothing.
 
@@ -449,6 +477,8 @@ FOLD_NEEDS: list[frozenset[str]] = [
     frozenset({"own"}),
     frozenset({"own"}),
     frozenset({"call"}),
+    frozenset({"job"}),
+    frozenset({"jev"}),
 ]
 """The journal row kinds (`t`) each of FOLD_STATEMENTS reads: a fold runs only those its lines need."""
 assert len(FOLD_NEEDS) == len(FOLD_STATEMENTS)

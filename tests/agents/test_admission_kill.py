@@ -86,3 +86,43 @@ def test_a_job_started_here_and_killed_before_its_admission_was_recorded_is_lost
             run.run()  # never submitted again on its own: a person chooses retry, cancel or provide
         assert lab.agents.job(request_id).status == "LOST"
     assert started.read_text() == "started\n"  # the agent ran once, in the killed process
+
+
+ENDED_THEN_KILLED = """
+import os, signal, sys
+from lab import Lab
+from lab.store import duckdb_files
+from tests.agents.agent_defs import planner
+from tests.agents.graphs import declare
+
+duckdb_files.LINGER = 3600.0  # the file stays held: the job's every move is a journal line, none folded
+lab = Lab(sys.argv[1])
+lab.store.jobs()
+lab.agents.register("planner", planner)
+g = declare(lab)
+folds = lab.store.folds
+run = g.start(g.nodes["Outline"]())
+run.run()
+assert run.status == "done", run.error
+assert lab.store.folds == folds, "a fold ran: the job's lines would not be the only record"
+print(run.id, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # before any fold or close: the job's rows are only journal lines
+"""
+
+
+def test_a_job_journalled_to_its_end_and_killed_before_a_fold_is_whole_on_reopen(tmp_path: Path) -> None:
+    """A delegated station whose job's every move was a journal line (its process held the file all along),
+    SIGKILLed before anything folded them: the next open folds the lines, the job's last one is its row."""
+    path = tmp_path / "lab.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", ENDED_THEN_KILLED, str(path)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    run_id = done.stdout.split()[0]
+    with Lab(path) as lab:
+        (job,) = lab.agents.jobs(run_id=run_id)
+        assert job.status == "SUCCEEDED" and job.transitions() == ["QUEUED", "ADMITTED", "PREPARING", "RUNNING", "SUCCEEDED"]
+        events = lab.store.job_events(job.request_id)
+        assert [e.seq for e in events] == list(range(len(events))) and any(e.kind == "message" for e in events)
+        assert lab.store.job(job.request_id).ended_at is not None
+        declare(lab)
+        assert lab.resume(run_id).status == "done"

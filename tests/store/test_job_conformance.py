@@ -247,6 +247,8 @@ from lab.store import open_location
 store = open_location(sys.argv[1])
 if sys.argv[2] == "observe":
     store.add_job_events("job-1", [("message", {"from": "other"})])
+elif sys.argv[2] == "cancel":  # a job it has not read yet (DuckDB: journalled by the first process)
+    assert store.transition_job("job-1", "CANCELLING", allowed_from=["QUEUED"], payload={"by": "other"})
 else:
     assert store.transition_job("job-1", "SUCCEEDED", allowed_from=["RUNNING"], terminal=True, output={"by": "other"})
 store.close()
@@ -278,3 +280,34 @@ def test_a_job_moved_by_another_process_is_read_before_this_one_moves_it(lab: La
     else:
         assert job.status == "SUCCEEDED" and job.output == {"by": "other"}
         assert kinds == [("transition", "SUCCEEDED", None), ("message", None, "here"), ("inert", "FAILED", None)]
+
+
+def test_a_job_that_rode_in_its_park_is_seen_and_moved_by_another_process_and_its_first_write_here_is_then_inert(
+    lab: Lab, location: str
+) -> None:
+    """A new job of a run created here rides in its park's write (DuckDB journals it; PostgreSQL stores it in
+    a transaction of its own): another process finds it (folding this one's journal) and cancels it; this
+    process's held admission and terminal then meet the stored row, apply nothing and are kept inert."""
+    import subprocess
+    import sys
+
+    ride: list[dict] = []
+    stored, inserted = lab.store.insert_job(_job(), ride=ride)
+    assert inserted and stored.status == "QUEUED"
+    if ride:  # the park's write, which carries the job's rows
+        lab.store.write(ride)
+    done = subprocess.run([sys.executable, "-c", _OTHER_PROCESS, location, "cancel"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    moves = [
+        ("ADMITTED", ["QUEUED"], False, None, {}),
+        ("RUNNING", ["ADMITTED"], False, None, {}),
+        ("SUCCEEDED", ["RUNNING"], True, {"by": "runner"}, {"output": {"title": "late"}}),
+    ]
+    assert lab.store.advance_job("job-1", moves) == 0
+    assert lab.store.job("job-1").status == "CANCELLING"
+    events = lab.store.job_events("job-1")
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert [(e.kind, e.from_status, e.to_status) for e in events] == [
+        ("transition", None, "QUEUED"), ("transition", "QUEUED", "CANCELLING"),
+        ("inert", "CANCELLING", "ADMITTED"), ("inert", "CANCELLING", "SUCCEEDED"),
+    ]  # fmt: skip
