@@ -117,6 +117,36 @@ def _spliced(row: dict[str, Any]) -> bytes:
     return b"".join(parts)
 
 
+def _fragment(value: Any) -> Any:
+    """orjson's `default`: an `Encoded` value as the JSON text it is (an `orjson.Fragment`, written verbatim)."""
+    if type(value) is Encoded:
+        return orjson.Fragment(value.data)
+    raise TypeError(f"{type(value).__name__} is written by pydantic-core")
+
+
+_CALL_NUMBERS = ("input_tokens", "output_tokens", "ms", "created_at")
+"""A call row's numbers (store/calls.py `call_row`); its other values are strings, ints and its request and response."""
+
+
+def _call_line(row: dict[str, Any]) -> bytes:
+    """A recorded call's row (`t = 'call'`) as one JSON line, by orjson in one pass: its `Encoded` request and
+    response written verbatim where they stand. Its numbers are counts and times (`_CALL_NUMBERS`); one that
+    is NaN or infinite, a request or response given as data (which may hold one), or a value orjson refuses
+    (a lone surrogate, an int beyond 64 bits) takes `_spliced` (pydantic-core), as any row orjson would write
+    otherwise does."""
+    for key in _CALL_NUMBERS:
+        v = row.get(key)
+        if type(v) is float and v - v != 0.0:  # NaN or an infinity: orjson would write null
+            return _spliced(row)
+    request, response = row.get("request"), row.get("response")
+    if (request is not None and type(request) is not Encoded) or (response is not None and type(response) is not Encoded):
+        return _spliced(row)
+    try:
+        return _compiled_dumps(row, _fragment, _COMPILED_ONLY_PLAIN)
+    except TypeError:
+        return _spliced(row)
+
+
 def _escape(value: Any) -> Any:
     """`value` with every lone surrogate written as its `\\udcXX` escape text (for observations)."""
     if isinstance(value, str):
@@ -347,15 +377,19 @@ class Journal:
             j += 1
             if row is last:
                 row["end"] = True  # the last key of the line: a reader cuts a live journal after `,"end":true}`
-            spliced = False
-            try:
-                line = _compiled_dumps(row, None, _COMPILED_ONLY_PLAIN)
-            except TypeError:  # a value orjson does not write as pydantic-core would (orjson.JSONEncodeError)
-                # a recorded call's request and response are `Encoded`: spliced at once, not after a
-                # `to_json` that fails on them too (an exception, and the row half serialized, every call)
-                spliced = row.get("t") == "call"
-                line = _spliced(row) if spliced else b"null"
-            if not spliced and line.find(b"null") >= 0:  # a None, a NaN orjson wrote as null, or a type it refused: pydantic-core's line
+            written = True  # a line no second encoder needs to write
+            if row.get("t") == "call":  # a recorded call: its request and response are `Encoded` JSON text
+                line = _call_line(row)
+            else:
+                try:
+                    line = _compiled_dumps(row, None, _COMPILED_ONLY_PLAIN)
+                    nulls = line.count(b"null")  # None values, or a NaN or an infinity orjson wrote as null
+                    if nulls:  # no more `null`s than the row's own None values: no NaN (a recorded call's event
+                        # holds a None); more (a NaN, a None further down, `null` in a string): pydantic-core's line
+                        written = nulls == list(row.values()).count(None)
+                except TypeError:  # a value orjson does not write as pydantic-core would (orjson.JSONEncodeError)
+                    written = False
+            if not written:  # a NaN, a value too deep to check here, or one orjson refused: pydantic-core's line
                 try:
                     line = to_json(row)  # no `fallback=str` here (it costs on every row): `_dumps_unusual` retries with it
                 except PydanticSerializationError:
