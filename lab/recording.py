@@ -31,7 +31,6 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal, get_type_hints
 
 from pydantic import TypeAdapter
@@ -40,7 +39,7 @@ from pydantic_core import to_json, to_jsonable_python
 from .errors import ArgumentError, ReplayMissError
 from .events import running_run
 from .gates import station_context
-from .store.calls import CallRecord, call_row
+from .store.calls import CallRecord, call_record
 from .store.journal import Encoded
 
 __all__ = (
@@ -79,21 +78,50 @@ CallKey = tuple[str, str, str, int, str]
 
 
 class Recordings:
-    """The live calls a run may replay (its own and its fork ancestors'), by what a replay matches on."""
+    """The live calls a run may replay (its own and its fork ancestors'), by what a replay matches on.
 
-    __slots__ = ("by_key",)
+    Calls read from the store are `CallRecord`s (`by_key`); a call recorded in this process is kept as the
+    journal row it was written as (`rows`) and made a `CallRecord` only when it is replayed or shipped to a
+    worker (`get`, `of_station`): most recordings are never replayed, and building the record cost a
+    recorded call more than its journal row did."""
+
+    __slots__ = ("by_key", "rows")
 
     def __init__(self, calls: list[CallRecord] | None = None):
         self.by_key: dict[CallKey, CallRecord] = {}
+        self.rows: dict[CallKey, dict[str, Any]] = {}
         for rec in reversed(calls or ()):  # oldest first, so the newest recording of a key wins
             self.add(rec)
 
     def add(self, rec: CallRecord) -> None:
-        self.by_key[(rec.node_id, rec.kind, rec.name, rec.call_index, rec.digest)] = rec
+        key = (rec.node_id, rec.kind, rec.name, rec.call_index, rec.digest)
+        self.rows.pop(key, None)
+        self.by_key[key] = rec
+
+    def add_row(self, key: CallKey, row: dict[str, Any]) -> None:
+        """A live call this process just recorded, as its journal row (`call_row`'s keys)."""
+        self.by_key.pop(key, None)
+        self.rows[key] = row
+
+    def get(self, key: CallKey) -> CallRecord | None:
+        """The recording a call with this key replays, or None."""
+        found = self.by_key.get(key)
+        if found is None and self.rows:
+            row = self.rows.pop(key, None)
+            if row is not None:
+                found = self.by_key[key] = call_record(row)
+        return found
+
+    def of_station(self, node_id: str) -> list[CallRecord]:
+        """Every recording of station `node_id`."""
+        for key in [k for k in self.rows if k[0] == node_id]:
+            self.get(key)
+        return [c for key, c in self.by_key.items() if key[0] == node_id]
 
     def copy(self) -> Recordings:
         out = Recordings()
         out.by_key = dict(self.by_key)
+        out.rows = dict(self.rows)
         return out
 
 
@@ -152,11 +180,7 @@ def has_marker(data: bytes) -> bool:
     """A secret marker anywhere in JSON text `data` (a key or not), as `scrub` lower-cases a key: the
     text lower-cased once, then a C-speed substring search per marker. (A case-insensitive regex of the
     twelve markers ran ~50x slower: sre tries each alternative at every character.)"""
-    low = data.decode().lower()
-    for marker in SECRET_MARKERS:
-        if marker in low:
-            return True
-    return False
+    return any(map(data.decode().lower().__contains__, SECRET_MARKERS))  # the loop in C
 
 
 def scrubbed(data: bytes) -> bytes:
@@ -199,10 +223,19 @@ def encode(value: Any) -> bytes:
 
 
 def digest(kind: str, name: str, data: bytes) -> str:
-    """The sha256 of a request's canonical JSON text `data`, with its kind and name."""
-    h = hashlib.sha256(f"{kind}\x00{name}\x00".encode())
+    """The sha256 of a request's canonical JSON text `data`, with its kind and name (`kind NUL name NUL data`)."""
+    start = _digest_starts.get((kind, name))
+    if start is None:
+        start = hashlib.sha256(f"{kind}\x00{name}\x00".encode())
+        if len(_digest_starts) < 1024:
+            _digest_starts[(kind, name)] = start
+    h = start.copy()
     h.update(data)
     return h.hexdigest()
+
+
+_digest_starts: dict[tuple[str, str], Any] = {}
+"""The sha256 state after `kind NUL name NUL`, per (kind, name): each digest copies it and goes on."""
 
 
 def lineage(store: Any, run_id: str) -> tuple[str, ...]:
@@ -220,10 +253,6 @@ def lineage(store: Any, run_id: str) -> tuple[str, ...]:
             rid = None
     _lineages[run_id] = tuple(out)
     return _lineages[run_id]
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 _PROCESS = os.urandom(4).hex()
@@ -280,7 +309,7 @@ class StationCalls:
 
     def recording(self, kind: str, name: str, index: int, dig: str) -> CallRecord | None:
         """The newest live call of this station in the run's lineage that a call with this key replays."""
-        return known_calls(self.store, self.run_id).by_key.get((self.node_id, kind, name, index, dig))
+        return known_calls(self.store, self.run_id).get((self.node_id, kind, name, index, dig))
 
     def _closest(self, kind: str, name: str, index: int) -> CallRecord | None:
         runs = lineage(self.store, self.run_id)
@@ -289,15 +318,16 @@ class StationCalls:
 
     # -- the protocol ----------------------------------------------------------------------------
 
-    def begin(self, kind: str, name: str, request: bytes, mode: ReplayMode | None = None) -> Plan:
+    def begin(self, kind: str, name: str, request: bytes, mode: ReplayMode | None = None, *, clean: bool = False) -> Plan:
         """Number the call, and find its recording unless the mode is `off`; strict without one raises.
         `request`: the request's canonical JSON text, as pydantic-core writes it (`encode`, a serializer's
-        `to_json`). That one text is secret-checked, digested and stored: the request is serialized once."""
+        `to_json`). That one text is secret-checked, digested and stored: the request is serialized once.
+        `clean`: the caller found no secret marker anywhere in `request` (`has_marker`), so it is not searched again."""
         started = time.perf_counter()
         key = (kind, name)
         index = self.counts.get(key, 0) + 1
         self.counts[key] = index
-        data = scrubbed(request)
+        data = request if clean else scrubbed(request)
         dig = digest(kind, name, data)
         effective = mode or (getattr(self.run, "replay", None) if self.run is not None else None) or self.mode
         found = None
@@ -314,52 +344,57 @@ class StationCalls:
         *,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
-    ) -> CallRecord:
+    ) -> None:
         """Record a live call's response (its canonical JSON text, as pydantic-core writes it; secrets
         left out) and its `recorded` event. The request and response go into the journal row as
-        the text they are (`Encoded`), not encoded again."""
-        rec = CallRecord(
-            call_id=_call_id(), run_id=self.run_id, node_id=self.node_id, checkpoint_seq=self.origin,
-            attempt=self.attempt, call_index=plan.index, kind=plan.kind, name=plan.name, digest=plan.digest,
-            mode="live", request=plan.request, response=Encoded(scrubbed(response)), input_tokens=input_tokens,
-            output_tokens=output_tokens, ms=(time.perf_counter() - plan.started) * 1000, created_at=_now(),
-        )  # fmt: skip
+        the text they are (`Encoded`), not encoded again; the row is built at once (`call_row`'s keys),
+        with no `CallRecord` (made from the row if the call is ever replayed here)."""
+        ms = (time.perf_counter() - plan.started) * 1000
+        row = {
+            "t": "call", "run_id": self.run_id, "call_id": _call_id(), "node_id": self.node_id,
+            "checkpoint_seq": self.origin, "call_index": plan.index, "kind": plan.kind, "name": plan.name,
+            "digest": plan.digest, "mode": "live", "replayed_from": None, "request": plan.request,
+            "response": Encoded(scrubbed(response)), "input_tokens": input_tokens, "output_tokens": output_tokens,
+            "ms": ms, "created_at": time.time(),
+        }  # fmt: skip
         known = _known.get(self.run_id)
         if known is not None:
-            known.add(rec)
-        self._record(rec, saved=0)
-        return rec
+            known.add_row((self.node_id, plan.kind, plan.name, plan.index, plan.digest), row)
+        self._record(row, (input_tokens or 0) + (output_tokens or 0), 0)
 
     def finish_replayed(self, plan: Plan) -> Any:
         """Record that `plan`'s recording was handed back; returns the recorded response: its JSON text
         (`Encoded`) when this process recorded it, its JSON data when it was read from the store."""
         src = plan.replayed
         assert src is not None
-        rec = CallRecord(
-            call_id=_call_id(), run_id=self.run_id, node_id=self.node_id, checkpoint_seq=self.origin,
-            attempt=self.attempt, call_index=plan.index, kind=plan.kind, name=plan.name, digest=plan.digest,
-            mode="replayed", replayed_from=src.call_id, input_tokens=src.input_tokens, output_tokens=src.output_tokens,
-            ms=(time.perf_counter() - plan.started) * 1000, created_at=_now(),
-        )  # fmt: skip
-        self._record(rec, saved=src.tokens)
+        row = {
+            "t": "call", "run_id": self.run_id, "call_id": _call_id(), "node_id": self.node_id,
+            "checkpoint_seq": self.origin, "call_index": plan.index, "kind": plan.kind, "name": plan.name,
+            "digest": plan.digest, "mode": "replayed", "replayed_from": src.call_id, "request": None,
+            "response": None, "input_tokens": src.input_tokens, "output_tokens": src.output_tokens,
+            "ms": (time.perf_counter() - plan.started) * 1000, "created_at": time.time(),
+        }  # fmt: skip
+        self._record(row, src.tokens, src.tokens)
         return src.response
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _record(self, rec: CallRecord, *, saved: int) -> None:
-        """Journal the call: inside a run, its row and its `recorded` event in one write, held for the
-        station's next write (its settlement, failure or park); a job's row is written through."""
+    def _record(self, row: dict[str, Any], tokens: int, saved: int) -> None:
+        """Journal the call (`row`, `call_row`'s keys): inside a run, its row and its `recorded` event in
+        one write, held for the station's next write (its settlement, failure or park); a job's call is
+        written through."""
         if self.run is None:
+            rec = call_record(row, attempt=self.attempt)
             self.store.record_call(rec, sync=True)
             here = _job_calls_here.get((self.run_id, self.node_id))
             if here is not None:
                 here.append((rec, saved))
             return
         payload = {
-            "call": rec.call_id, "kind": rec.kind, "name": rec.name, "index": rec.call_index, "mode": rec.mode,
-            "tokens": rec.tokens, "saved_tokens": saved, "ms": round(rec.ms or 0.0, 3),
+            "call": row["call_id"], "kind": row["kind"], "name": row["name"], "index": row["call_index"],
+            "mode": row["mode"], "tokens": tokens, "saved_tokens": saved, "ms": round(row["ms"], 3),
         }  # fmt: skip
-        self.run.record_event("recorded", node_id=self.node_id, payload=payload, sync=False, rows=(call_row(rec),))
+        self.run.record_event("recorded", node_id=self.node_id, payload=payload, sync=False, rows=(row,))
 
     def _miss(self, kind: str, name: str, index: int, request: Any) -> ReplayMissError:
         near = self._closest(kind, name, index)

@@ -10,14 +10,12 @@ station's agent (the job's task wraps it with `agent.override(model=...)` around
 
 from __future__ import annotations
 
-import dataclasses
+import inspect
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-import pydantic_core
-from pydantic import TypeAdapter
-from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, ModelResponse
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 
@@ -27,68 +25,15 @@ from ..recording import (
     StationCalls,
     check_mode,
     encode,
+    has_marker,
     job_calls,
     job_started_here,
     station_calls,
 )
 from ..store.journal import Encoded
+from .recorded_json import KNOWN_MESSAGES, SERIALIZERS, STEADY, VOLATILE
 
-__all__ = ("RecordedModel", "record_agent", "recording_job", "recording_agent")
-
-VOLATILE = frozenset(
-    {"timestamp", "request_timestamp", "duration", "run_id", "conversation_id", "provider_response_id"}
-)
-"""Keys of a dumped message that change from one run to the next without changing what is asked."""
-
-
-STEADY: dict[str, Any] = {**dict.fromkeys(VOLATILE, True), "parts": {"__all__": dict.fromkeys(VOLATILE, True)}}
-"""What a message's dump leaves out (`exclude=`): `VOLATILE`, on it and on each of its parts."""
-
-
-class _Serializers:
-    """pydantic-core serializers of one request message and of one response, built on first use.
-
-    `ModelMessagesTypeAdapter` serializes a list of `ModelRequest | ModelResponse` through a union, which
-    costs about three times what each class's own serializer does; the bytes are the same (the same
-    config: bytes as base64), which tests/agents/test_replay.py checks against the adapter."""
-
-    def __init__(self) -> None:
-        self.built: dict[type, Any] = {}
-        self.parameters_exclude: set[str] | None = None
-
-    def of(self, cls: type) -> Any:
-        found = self.built.get(cls)
-        if found is None:
-            config = pydantic_core.core_schema.CoreConfig(ser_json_bytes="base64")
-            found = self.built[cls] = pydantic_core.SchemaSerializer(TypeAdapter(cls).core_schema, config)
-        return found
-
-    def messages(self, messages: list[Any]) -> bytes:
-        """The messages' JSON text without `VOLATILE` keys: a list, as the adapter writes it."""
-        of = self.of
-        return b"[" + b",".join(of(type(m)).to_json(m, exclude=STEADY) for m in messages) + b"]"
-
-    def response(self, response: ModelResponse) -> bytes:
-        """One response's JSON text, as `ModelMessagesTypeAdapter` writes it in a list."""
-        return self.of(ModelResponse).to_json(response)
-
-    def parameters(self, parameters: Any) -> bytes:
-        """The request parameters' JSON text, without their private (`_`) fields. (Not cached: pydantic-ai
-        makes them anew for each request, and a cache by equality would trust that nobody changes them in
-        place afterwards; comparing costs a third of dumping.)"""
-        exclude = self.parameters_exclude
-        if exclude is None:
-            fields = dataclasses.fields(parameters) if dataclasses.is_dataclass(parameters) else ()
-            exclude = self.parameters_exclude = {f.name for f in fields if f.name.startswith("_")}
-        return encode(parameters) if not exclude else pydantic_core.to_json(parameters, exclude=exclude, fallback=_type_name)
-
-
-def _type_name(value: Any) -> str:
-    return f"<{type(value).__name__}>"
-
-
-SERIALIZERS = _Serializers()
-_KNOWN = (ModelRequest, ModelResponse)
+__all__ = ("RecordedModel", "record_agent", "recording_job", "recording_agent", "SERIALIZERS", "STEADY", "VOLATILE")
 
 
 class RecordedModel(WrapperModel):
@@ -109,16 +54,25 @@ class RecordedModel(WrapperModel):
         """What a request asks, as one JSON text written in one pass: `{"model", "system", "messages" (their
         `VOLATILE` keys left out), "settings", "parameters" (tools, output schema; no private fields)}`.
         Secrets are left out by the recorder, over this text."""
+        head, parameters = self.request_parts(messages, model_settings, model_request_parameters)
+        return head + parameters + b"}"
+
+    def request_parts(
+        self, messages: list[Any], model_settings: Any, model_request_parameters: ModelRequestParameters
+    ) -> tuple[bytes, bytes]:
+        """`request_json` in two pieces, the text up to `"parameters":` and the parameters' (the piece that
+        is the same request after request, secret-checked once: `Serializers.clean`); `}` closes them."""
         wrapped = self.wrapped
-        if all(type(m) in _KNOWN for m in messages):
+        if all(type(m) in KNOWN_MESSAGES for m in messages):
             body = SERIALIZERS.messages(messages)
         else:  # a message class this wrapper does not know: the adapter's own serializer
             body = ModelMessagesTypeAdapter.dump_json(list(messages), exclude={"__all__": STEADY})
-        return b"".join((
-            b'{"model":', encode(wrapped.model_name), b',"system":', encode(wrapped.system), b',"messages":', body,
-            b',"settings":', encode(model_settings), b',"parameters":', SERIALIZERS.parameters(model_request_parameters),
-            b"}",
+        text = SERIALIZERS.text
+        head = b"".join((
+            b'{"model":', text(wrapped.model_name), b',"system":', text(wrapped.system), b',"messages":', body,
+            b',"settings":', b"null" if model_settings is None else encode(model_settings), b',"parameters":',
         ))  # fmt: skip
+        return head, SERIALIZERS.parameters(model_request_parameters)
 
     @staticmethod
     def response_of(recorded: Any) -> ModelResponse:
@@ -131,9 +85,9 @@ class RecordedModel(WrapperModel):
         self, rec: StationCalls, messages: list[Any], model_settings: Any, model_request_parameters: ModelRequestParameters
     ) -> Any:
         """The recorder's plan for this request (replay a recording, or call and record): streamed or not alike."""
-        return rec.begin(
-            "model", self.wrapped.model_name, self.request_json(messages, model_settings, model_request_parameters), self.replay
-        )
+        head, parameters = self.request_parts(messages, model_settings, model_request_parameters)
+        clean = SERIALIZERS.clean(parameters) and not has_marker(head)
+        return rec.begin("model", self.wrapped.model_name, head + parameters + b"}", self.replay, clean=clean)
 
     async def request(
         self, messages: list[Any], model_settings: Any, model_request_parameters: ModelRequestParameters
@@ -186,6 +140,15 @@ class RecordedModel(WrapperModel):
                 input_tokens=response.usage.input_tokens,
                 output_tokens=response.usage.output_tokens,
             )
+
+
+# pydantic-ai's `Model.__init_subclass__` wraps a subclass's own `request` in boundary wrappers (special tokens
+# restored, a download budget opened, the request timed) that act only for a model that answers requests itself;
+# a RecordedModel passes each request on or hands back what its wrapped model answered before
+# (`_answers_requests_itself` is False for every `WrapperModel`), so for it they only cost (~20 Python calls a
+# request). Its own function is put back; tests/agents/test_replay_parameters.py checks that the wrappers left
+# out are these three.
+RecordedModel.request = inspect.unwrap(RecordedModel.request)  # type: ignore[method-assign]
 
 
 def record_agent(target: Any, *, replay: ReplayMode | None = None) -> Any:

@@ -77,7 +77,7 @@ def shipped_recordings(store: Any, job: Any) -> dict[str, Any] | None:
     mode = getattr(run, "replay", None) or "auto"
     calls = []
     if mode != "off":
-        calls = [c for key, c in known_calls(store, job.run_id).by_key.items() if key[0] == job.node_id]
+        calls = known_calls(store, job.run_id).of_station(job.node_id)
         calls.sort(key=lambda c: c.created_at or datetime.min, reverse=True)  # newest first, as the store reads them
     # the lineage only names the runs a strict miss's message lists (a read per run the first time)
     runs = list(lineage(store, job.run_id)) if mode == "strict" else [job.run_id]

@@ -24,7 +24,7 @@ from ..errors import StoreError
 from . import sql_text as q
 from .dialect import Dialect
 
-__all__ = ("CallMode", "CallRecord", "CallTables", "call_row")
+__all__ = ("CallMode", "CallRecord", "CallTables", "call_record", "call_row")
 
 CallMode = Literal["live", "replayed"]
 """`live`: the call ran and its response was recorded; `replayed`: a recorded response was handed back."""
@@ -130,3 +130,16 @@ def call_row(rec: CallRecord) -> dict[str, Any]:
         "response": rec.response, "input_tokens": rec.input_tokens, "output_tokens": rec.output_tokens, "ms": rec.ms,
         "created_at": created,
     }  # fmt: skip
+
+
+def call_record(row: dict[str, Any], *, attempt: int | None = None) -> CallRecord:
+    """The `CallRecord` of a call's journal row (`call_row`'s keys; others, such as the journal's `j`, are
+    ignored): what a recorder keeps of a call it wrote, made a record only when it is needed."""
+    created = row.get("created_at")
+    return CallRecord(
+        call_id=row["call_id"], run_id=row["run_id"], node_id=row["node_id"], checkpoint_seq=row["checkpoint_seq"],
+        attempt=attempt, call_index=row["call_index"], kind=row["kind"], name=row["name"], digest=row["digest"],
+        mode=row["mode"], replayed_from=row["replayed_from"], request=row["request"], response=row["response"],
+        input_tokens=row["input_tokens"], output_tokens=row["output_tokens"], ms=row["ms"],
+        created_at=datetime.fromtimestamp(created, UTC).replace(tzinfo=None) if created is not None else None,
+    )  # fmt: skip

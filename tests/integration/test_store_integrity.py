@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from lab import Lab
-from lab.store import journal as journal_module
+from lab.store import journal_lines as journal_module
 from lab.store.journal import UnstorableValueError
 from tests.integration import big_state_worker
 from tests.integration.big_state_worker import Big, Fill

@@ -38,3 +38,21 @@ def test_a_call_with_a_lone_surrogate_is_refused_naming_the_field(tmp_path):
     journal = Journal(str(tmp_path / "j"))
     with pytest.raises(UnstorableValueError, match="name"):
         journal.encode([_row(Encoded(b"{}"), Encoded(b"{}"), name="bad\udcff")])
+
+
+def test_a_recorded_event_with_a_none_is_orjsons_line_and_a_nan_still_pydantic_cores(tmp_path, monkeypatch):
+    """A row whose `null`s are all its own None values (a recorded call's event: `attempt` None) keeps
+    orjson's line; one more `null` (a NaN orjson wrote so) is written by pydantic-core, as `NaN`."""
+    from lab.store import journal_lines as journal_module
+
+    payload = {"call": "c1", "kind": "model", "name": "test", "index": 1, "mode": "live", "tokens": 5, "ms": 0.25}
+    event = {"t": "ev", "run_id": "r1", "seq": 4, "kind": "recorded", "node_id": "Ask", "attempt": None,
+             "checkpoint_seq": 3, "payload": payload, "created_at": 1.5}  # fmt: skip
+    journal = Journal(str(tmp_path / "j"))
+    calls = []
+    real = journal_module.to_json
+    monkeypatch.setattr(journal_module, "to_json", lambda *a, **k: calls.append(a) or real(*a, **k))
+    line = journal.encode([dict(event)])
+    assert calls == [] and json.loads(line) == {**event, "j": 0, "tx": 0, "end": True}
+    nan = journal.encode([{**event, "payload": {**payload, "ms": float("nan")}}])
+    assert len(calls) == 1 and b'"ms":NaN' in nan

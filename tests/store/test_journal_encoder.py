@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from pydantic_graph import BaseNode, End, GraphRunContext
 
 from lab import Lab
-from lab.store import journal as journal_module
+from lab.store import journal_lines as journal_module
 from lab.store.journal import Encoded, Journal, UnstorableValueError
 
 # -- the encoder against pydantic-core's, byte for byte ---------------------------------------
