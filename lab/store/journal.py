@@ -51,7 +51,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -339,20 +339,25 @@ class Journal:
             if self.fsync if sync is None else sync:
                 os.fdatasync(self._fd)
         except OSError as exc:
-            try:
-                os.ftruncate(self._fd, start)
-            except OSError as again:
-                self._broken = (
-                    f"a write to the journal {self.path} failed ({exc.strerror}) and could not be cut back "
-                    f"({again.strerror}); close the lab and open it again (the torn tail is dropped on open)"
-                )
-            raise StoreError(
-                f"cannot write to the journal {self.path}: {exc.strerror or exc} ({len(blob)} bytes); nothing of "
-                "this write was kept and what was written before is intact. Free disk space (or raise the "
-                "file size limit), then step again"
-            ) from None
+            raise self._failed_write(exc, lambda: os.ftruncate(self._fd, start), len(blob)) from None
         self._size = start + len(blob)
         self.pending_lines += lines
+
+    def _failed_write(self, exc: OSError, cut_back: Callable[[], object], size: int) -> StoreError:
+        """A write of `size` bytes failed with `exc`: cut what it wrote back (`cut_back`), or mark the journal
+        broken when that fails too; the error to raise."""
+        try:
+            cut_back()
+        except OSError as again:
+            self._broken = (
+                f"a write to the journal {self.path} failed ({exc.strerror}) and could not be cut back "
+                f"({again.strerror}); close the lab and open it again (the torn tail is dropped on open)"
+            )
+        return StoreError(
+            f"cannot write to the journal {self.path}: {exc.strerror or exc} ({size} bytes); nothing of "
+            "this write was kept and what was written before is intact. Free disk space (or raise the "
+            "file size limit), then step again"
+        )
 
     def write_in_place(self, blob: bytes, lines: int, *, sync: bool | None = None, check: bool = True, hot: bool = False) -> None:  # noqa: ARG002
         """`write` for `fsync=True`: one `pwrite` at the data end into the zeros, then one `fdatasync`.
@@ -386,17 +391,7 @@ class Journal:
             if self.fsync if sync is None else sync:
                 os.fdatasync(fd)
         except OSError as exc:
-            try:
-                self._zero(start, end)
-            except OSError as again:
-                self._broken = (
-                    f"a write to the journal {self.path} failed ({exc.strerror}) and could not be cut back "
-                    f"({again.strerror}); close the lab and open it again (the torn tail is dropped on open)"
-                )
-            raise StoreError(
-                f"cannot write to the journal {self.path}: {exc.strerror or exc} ({len(blob)} bytes); nothing of "
-                "this write was kept and what was written before is intact. Free disk space, then step again"
-            ) from None
+            raise self._failed_write(exc, lambda: self._zero(start, end), len(blob)) from None
         self._size = end
         self.pending_lines += lines
 
