@@ -141,9 +141,7 @@ class TimeTravel:
         """Checkpoint `seq` decoded, with its next stations, status, time and the events that led to it."""
         rec = self._record(seq)
         codec = self._built.codec
-        events = tuple(
-            e for e in self.lab.store.events(self.id) if e.checkpoint_seq == seq and e.kind in _LED_TO
-        )
+        events = tuple(e for e in self.lab.store.events_at(self.id, seq) if e.kind in _LED_TO)
         return Checkpoint(
             run_id=self.id,
             seq=seq,

@@ -186,6 +186,11 @@ class Store(ABC):
     def events(self, run_id: str, *, kind: str | None = None) -> list[EventRecord]:
         """A run's events by seq, optionally of one kind."""
 
+    def events_at(self, run_id: str, checkpoint_seq: int) -> list[EventRecord]:
+        """A run's events bound to checkpoint `checkpoint_seq`, by seq (`run.checkpoint(seq)` reads only
+        these). A backend filters in the database; this default filters `events`."""
+        return [e for e in self.events(run_id) if e.checkpoint_seq == checkpoint_seq]
+
     @abstractmethod
     def event_tail(self, run_id: str, n: int) -> tuple[int, list[EventRecord]]:
         """How many events a run has, and its last `n` in order."""

@@ -127,6 +127,10 @@ class SqlReads:
             rows = self._fetch("read events", q.EVENTS_OF_KIND, [run_id, kind], flush=True)
         return [event_record(self.dialect, r) for r in rows]
 
+    def events_at(self, run_id: str, checkpoint_seq: int) -> list[EventRecord]:
+        rows = self._fetch("read events", q.EVENTS_AT, [run_id, checkpoint_seq], flush=True)
+        return [event_record(self.dialect, r) for r in rows]
+
     def event_tail(self, run_id: str, n: int) -> tuple[int, list[EventRecord]]:
         """How many events a run has, and its last `n` in order (a view of a long run reads only these)."""
         d = self.dialect

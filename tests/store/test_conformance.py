@@ -141,6 +141,10 @@ def test_events_are_gap_free_and_attempts_pair_up(lab: Lab) -> None:
     count, tail = lab.store.event_tail(run.id, 3)
     assert count == len(events) and [e.seq for e in tail] == [e.seq for e in events[-3:]]
     assert [e.kind for e in run.events(kind="settled")] == ["settled"] * 6
+    # a checkpoint's own events, read by the database (run.checkpoint(seq) reads only these)
+    for seq in {e.checkpoint_seq for e in events} | {999}:
+        assert lab.store.events_at(run.id, seq) == [e for e in events if e.checkpoint_seq == seq]
+    assert [e.kind for e in run.checkpoint(2).events] == [e.kind for e in events if e.checkpoint_seq == 2 and e.kind == "settled"]
     assert lab.store.next_seqs(run.id) == (7, len(events))
     payload = settled[0].payload
     assert payload["next"] == ["Check"] and payload["ms"] >= 0
