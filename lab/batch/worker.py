@@ -69,12 +69,12 @@ class BatchWorker:
             store = self.lab.store
             write = store.write
 
-            def capture(rows: Any, *, sync: bool = True, hot: bool = False) -> None:
+            def capture(rows: Any, **how: Any) -> None:  # `how` (sync, hot, ...) goes on as given: a new write option passes through
                 if self._captured is not None:
                     # before the journal numbers them; each row as the journal encodes it (a recorded
                     # call's request and response are `Encoded` JSON, spliced in as they are)
                     self._captured.append(b"[" + b",".join(dumps(row) for row in rows) + b"]")
-                write(rows, sync=sync, hot=hot)
+                write(rows, **how)
 
             store.write = capture  # type: ignore[method-assign]
 
