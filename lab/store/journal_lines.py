@@ -20,7 +20,7 @@ from pydantic_core import PydanticSerializationError, to_json
 from ..errors import StoreError
 from .schema import MAX_LINE
 
-__all__ = ("Encoded", "UnstorableValueError", "dumps", "encode_rows", "string_at")
+__all__ = ("Encoded", "UnstorableValueError", "dumps", "encode_rows", "plain_json", "string_at")
 
 _ESCAPED_FIELDS = frozenset({"payload", "error"})
 """Fields that only observe (event payloads, a failure's message): a lone surrogate becomes `\\udce9` text."""
@@ -157,6 +157,18 @@ def dumps(row: dict[str, Any]) -> bytes:
         return to_json(row, fallback=str)
     except PydanticSerializationError:
         return _dumps_unusual(row)
+
+
+def plain_json(value: Any) -> bytes | None:
+    """`value` (a list of rows, say) as compact JSON by orjson, in one call, when it holds only JSON's own
+    values and no `null`: the very bytes `dumps` of each row, joined, would be (see `_COMPILED_ONLY_PLAIN`);
+    else None, and the caller encodes row by row. A `null` may be a NaN or an infinity orjson wrote as one,
+    so any is refused here (a station's boundary holds none: its None keys are left out)."""
+    try:
+        blob = _compiled_dumps(value, None, _COMPILED_ONLY_PLAIN)
+    except TypeError:  # orjson.JSONEncodeError: a type, an int or a string it does not write as pydantic-core
+        return None
+    return None if b"null" in blob else blob
 
 
 def _dumps_unusual(row: dict[str, Any]) -> bytes:

@@ -79,6 +79,17 @@ def readable(fd: int, timeout: float) -> bool:
     return bool(poller.poll(int(timeout * 1000)))
 
 
+def _readable_now(fd: int, other: int) -> tuple[bool, bool]:
+    """Whether `fd` and `other` (-1: none) have something to read now, in one `poll` (a write checks
+    the live session and the write connection with one system call, not two)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    if other >= 0 and other != fd:
+        poller.register(other, select.POLLIN | select.POLLPRI)
+    ready = {f for f, _ in poller.poll(0)}
+    return fd in ready, other in ready
+
+
 def check_pooled(con: Any) -> None:
     """The pool's check of a connection it hands out: one the server ended is replaced, not used."""
     if stale(con):
@@ -131,15 +142,19 @@ class LiveSession:
 
     # -- holding runs ----------------------------------------------------------------------
 
-    def hold(self, run_ids: Iterable[str], own: Iterable[str] = ()) -> None:
+    def hold(self, run_ids: Iterable[str], own: Iterable[str] = (), *, also: Any = None) -> bool:
         """Before a write: reconnect if the session dropped, refuse runs lost to another process
-        meanwhile, and lock the runs new to this process (`own`: as their writer)."""
-        run_ids, own = set(run_ids), set(own) - self.owned - self.others
+        meanwhile, and lock the runs new to this process (`own`: as their writer).
+
+        `also`, the store's idle write connection, is checked in the same `poll` as the session:
+        True back when the server ended it (the store replaces it before writing)."""
+        run_ids, own = set(run_ids), set(own)
         with self._mutex:
             try:
-                self._ensure()
-                if not own and not self.lost and run_ids <= self.claimed:  # a station of a run held already
-                    return
+                also_stale = self._ensure(also)
+                if not self.lost and run_ids <= self.claimed and own <= self.owned:  # a station of a run held already
+                    return also_stale
+                own = own - self.owned - self.others
                 lost = sorted(r for r in run_ids if r in self.lost)
                 if lost:
                     run_id = lost[0]
@@ -153,6 +168,7 @@ class LiveSession:
                     self.claimed.add(run_id)
                 for run_id in sorted(own):
                     self._own(run_id)
+                return also_stale
             except Exception as exc:
                 if _is_driver_error(exc):
                     raise StoreError(self._describe(exc)) from None
@@ -174,14 +190,17 @@ class LiveSession:
 
     # -- a dropped connection --------------------------------------------------------------
 
-    def _ensure(self) -> None:
-        """Reconnect if the server ended the session, and take every lock again (under the mutex)."""
-        if not stale(self._con):
-            return
+    def _ensure(self, also: Any = None) -> bool:
+        """Reconnect if the server ended the session, and take every lock again (under the mutex).
+
+        True when `also` (another idle connection, checked in the same `poll`) was ended by the server."""
+        session_stale, also_stale = _both_stale(self._con, also)
+        if not session_stale:
+            return also_stale
         if not (self._con.closed or self._con.broken):
             try:
                 self._con.execute("SELECT 1")
-                return  # something harmless was waiting to be read (a notice): the session is there
+                return also_stale  # something harmless was waiting to be read (a notice): the session is there
             except Exception as exc:
                 if not _is_driver_error(exc):
                     raise
@@ -207,6 +226,7 @@ class LiveSession:
         except BaseException:
             self._con.close()  # the next look starts again, and takes every lock
             raise
+        return also_stale
 
     def _end_old_session(self, old: tuple[int, Any]) -> None:
         """A session the server has not noticed is gone (a network cut) still holds this process's
@@ -279,6 +299,18 @@ class LiveSession:
                 self._con.close()
             except Exception:  # pragma: no cover - best effort
                 pass
+
+
+def _both_stale(con: Any, also: Any) -> tuple[bool, bool]:
+    """`stale(con)` and `stale(also)` (False for None), in one `poll` while both are open."""
+    if also is not None and (also.closed or also.broken):
+        return stale(con), True
+    if con.closed or con.broken:
+        return True, also is not None and stale(also)
+    try:
+        return _readable_now(con.fileno(), -1 if also is None else also.fileno())
+    except (OSError, ValueError):  # as `stale` takes it: each looked at alone
+        return stale(con), also is not None and stale(also)
 
 
 def _identity(con: Any) -> tuple[int, Any]:

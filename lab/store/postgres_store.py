@@ -39,6 +39,7 @@ from .base import Store
 from .dialect import POSTGRES
 from .holders import Process
 from .journal import UnstorableValueError, dumps, string_at
+from .journal_lines import plain_json
 from .postgres_calls import PostgresCalls
 from .postgres_effects import PostgresEffects
 from .postgres_evals import PostgresEvals
@@ -147,14 +148,22 @@ class _WriteConnection:
         self._pool = pool
         self._con: Any = None
 
-    def send(self, blob: bytes) -> None:
-        """Apply one boundary's rows; a failure raises the psycopg error the server's answer makes."""
-        res = self._connection().pgconn.exec_prepared(_WRITE_NAME, [blob])
+    @property
+    def idle(self) -> Any:
+        """The connection kept for the next write, or None: the live session checks it with its own
+        connection, in one `poll` (`LiveSession.hold(..., also=...)`)."""
+        return self._con
+
+    def send(self, blob: bytes, *, ended: bool | None = None) -> None:
+        """Apply one boundary's rows; a failure raises the psycopg error the server's answer makes.
+
+        `ended`: whether the kept connection was found ended by the server just now (None: look here)."""
+        res = self._connection(ended).pgconn.exec_prepared(_WRITE_NAME, [blob])
         if res.status != self._pg.pq.ExecStatus.TUPLES_OK:
             raise self._pg.errors.error_from_result(res, encoding="utf-8")
 
-    def _connection(self) -> Any:
-        if self._con is not None and not stale(self._con):
+    def _connection(self, ended: bool | None = None) -> Any:
+        if self._con is not None and not (stale(self._con) if ended is None else ended):
             return self._con
         self.drop()
         con = self._pool.getconn()  # `check_pooled` hands out only a live one
@@ -424,14 +433,14 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
                 if r.get("t") == "cp" and r.get("status") != "created":
                     own.add(run_id)
         try:
-            self._session.hold(run_ids, own=own)
+            ended = self._session.hold(run_ids, own=own, also=self._writes.idle)
         except RunOwnedError:
             for run_id in run_ids & self._session.lost.keys():  # lab.resume reads it again from the store
                 self.live_runs.pop(run_id, None)
             raise
         pg = self._pg
         try:
-            self._writes.send(blob)  # one round trip, one transaction
+            self._writes.send(blob, ended=ended)  # one round trip, one transaction
         except pg.Error as exc:
             raise self._write_error(exc, rows) from None
         except Exception as exc:
@@ -573,7 +582,11 @@ def _encode(rows: Sequence[dict[str, Any]]) -> bytes:
 
     The journal's encoder refuses a lone surrogate in data and escapes it in observations;
     jsonb cannot hold a NUL character either (`\\u0000`): refused in data, escaped in observations.
+    A boundary of JSON's own values (a station's, as a rule) is one orjson call (`plain_json`).
     """
+    blob = plain_json(rows)
+    if blob is not None and _NUL not in blob:
+        return blob
     parts = [dumps(r) for r in rows]
     for i, part in enumerate(parts):
         if _NUL in part:

@@ -232,3 +232,37 @@ def test_a_run_of_floats_unicode_and_nested_state_reads_back_equal(location) -> 
         assert _same_numbers(stored.output, seen[-1]["x"])
     finally:
         lab.close()
+
+
+# -- a PostgreSQL boundary in one orjson call (`plain_json`) ------------------------------------
+
+
+def _row_by_row(rows: list[dict[str, Any]]) -> bytes | None:
+    try:
+        return b"[" + b",".join(journal_module.dumps(r) for r in rows) + b"]"
+    except UnstorableValueError:
+        return None
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.dictionaries(st.text(max_size=10), _values, max_size=6), min_size=1, max_size=3))
+def test_a_boundary_in_one_call_is_the_rows_bytes_or_nothing(rows) -> None:
+    """The PostgreSQL store sends a boundary's rows as one JSON array: by one orjson call when it holds
+    only JSON's own values and no null, else row by row. The one call writes the same bytes or declines."""
+    blob = journal_module.plain_json(rows)
+    if blob is not None:
+        assert blob == _row_by_row(rows)
+        assert b"null" not in blob
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, math.nan, math.inf, 2**80, {1: "an int key"}, Name("a str subclass"), dt.date(2026, 12, 6),
+     Point(1.5, -0.0), Encoded(b'{"already":"encoded"}'), "caf\udce9", "null"],
+    ids=repr,
+)
+def test_a_value_one_call_would_write_otherwise_is_declined(value) -> None:
+    row = {"t": "cp", "run_id": "r", "seq": 2, "state": {"v": value}, "next": [], "created_at": 2.5}
+    assert journal_module.plain_json([row]) is None
+    station = {"t": "ev", "run_id": "r", "seq": 3, "kind": "settled", "payload": {"ms": 0.5}, "created_at": 2.5}
+    assert journal_module.plain_json([station]) == _row_by_row([station])
