@@ -10,12 +10,14 @@ connection check, no lock or claim statement, no read.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from lab import Lab
 from lab.errors import CheckpointError
+from lab.store.postgres_session import stale
 from tests.store.graphs import Count, Tally, declare_tally
 from tests.store.pgcluster import Cluster
 
@@ -180,4 +182,29 @@ def test_a_station_boundary_stores_what_the_general_path_stores(pg_url: str) -> 
         with pytest.raises(CheckpointError, match="two different checkpoints claim this id"):
             store.write([{**ev("entered", 0), "run_id": run_id}, other, *extra])
     assert store.table_snapshot() == before
+    lab.close()
+
+
+def test_a_write_connection_the_server_ended_alone_is_replaced_before_the_write(pg_url: str) -> None:
+    """Before each write the live session and the kept write connection are checked in one `poll`: the
+    write connection alone ended by the server (an administrator's `pg_terminate_backend`) is replaced,
+    the boundary is written on the new one, and the session (with its locks) is left as it was."""
+    import psycopg
+
+    lab = Lab(pg_url)
+    g = declare_tally(lab)
+    run = g.start(Count(), state=Tally(limit=4))
+    run.step()
+    store = lab.store
+    writes, session = store._writes.idle, store._session.backend_pid()
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        assert con.execute("SELECT pg_terminate_backend(%s)", [writes.info.backend_pid]).fetchone()[0]
+        deadline = time.monotonic() + 10  # the server ends it: its socket reads as closed
+        while not stale(writes) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    run.run()
+    assert (run.status, run.output) == ("done", 4)
+    assert store._writes.idle is not writes and store._session.backend_pid() == session
+    events = lab.events(run.id)
+    assert [e.seq for e in events] == list(range(len(events)))
     lab.close()
