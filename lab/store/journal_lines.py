@@ -38,6 +38,12 @@ stored differently. For the values orjson takes, the two write the same bytes (f
 round-trip form, strings with the same escapes): tests/store/test_journal_encoder.py."""
 
 
+_LAB_MADE = frozenset({"entered", "settled"})
+"""Event kinds whose rows hold only what the lab makes: ints, strs, None, node names and finite floats read
+from its clocks (`created_at`, a settlement's `ms`), never a value of the notebook's. orjson writes them as
+pydantic-core does (a None is `null` in both), so their lines skip the `null` count, the NaN test
+that costs ~6 instructions a byte (two of a step station's three lines)."""
+
 
 class UnstorableValueError(StoreError, ValueError):
     """A value the store cannot hold losslessly (a lone surrogate in state, say): refused, never written."""
@@ -243,6 +249,9 @@ def encode_rows(rows: list[dict[str, Any]], first_j: int) -> bytes:
         except TypeError:  # a value orjson does not write as pydantic-core would (orjson.JSONEncodeError)
             line = _refused_by_orjson(row)
         else:
+            if row.get("kind") in _LAB_MADE and row.get("t") == "ev":
+                append(line)  # every float in it is the lab's own clock: no NaN to look for
+                continue
             nulls = line.count(b"null")  # None values, or a NaN or an infinity orjson wrote as null
             # no more `null`s than the row's own None values: no NaN (a recorded call's event holds a
             # None); more (a NaN, a None further down, `null` in a string): pydantic-core's line
