@@ -249,7 +249,7 @@ def encode_rows(rows: list[dict[str, Any]], first_j: int) -> bytes:
         except TypeError:  # a value orjson does not write as pydantic-core would (orjson.JSONEncodeError)
             line = _refused_by_orjson(row)
         else:
-            if row.get("kind") in _LAB_MADE and row.get("t") == "ev":
+            if row.get("t") == "ev" and row.get("kind") in _LAB_MADE:
                 append(line)  # every float in it is the lab's own clock: no NaN to look for
                 continue
             nulls = line.count(b"null")  # None values, or a NaN or an infinity orjson wrote as null
