@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import StoreError
+from .file_check import FileCheck
 from .journal_lines import Encoded, UnstorableValueError, dumps, encode_rows, string_at
 
 __all__ = (
@@ -235,6 +236,8 @@ class Journal:
         """Seconds after a check that a hot write skips the next one (0: every write is checked)."""
         self._check_due = 0.0
         """`time.monotonic()` from which a hot write checks the file again."""
+        self._stat = FileCheck() if self.in_place else None
+        """In place: the boundary's file check, which leaves the file's times unread (file_check.py)."""
         if self.in_place:
             self.write = self.write_in_place  # type: ignore[method-assign]
 
@@ -362,7 +365,10 @@ class Journal:
     def write_in_place(self, blob: bytes, lines: int, *, sync: bool | None = None, check: bool = True, hot: bool = False) -> None:  # noqa: ARG002
         """`write` for `fsync=True`: one `pwrite` at the data end into the zeros, then one `fdatasync`.
 
-        Every boundary is checked, `hot` or not: beside a sync the `fstat` costs nothing that shows.
+        Every boundary is checked, `hot` or not, by `statx` asking for the link count and size only:
+        an `fstat` (which reports the times) would make the write change the inode on a kernel with
+        multigrain timestamps, and on ext4 without a journal the sync then writes the inode too
+        (file_check.py).
 
         The blocks are already allocated, written and synced, and the size does not change, so the
         sync carries the data alone. The zeros grow first when the blob does not fit, or (a boundary)
@@ -374,8 +380,8 @@ class Journal:
             raise StoreError(f"cannot write: {self._broken}")
         fd = self._fd
         if check:  # the file is still the journal at `path`, as large as this process made it
-            st = os.fstat(fd)
-            if st.st_nlink == 0 or st.st_size != self._alloc:
+            nlink, size = self._stat(fd)  # type: ignore[misc]
+            if nlink == 0 or size != self._alloc:
                 self._check_file()
         start = self._size
         end = start + len(blob)
