@@ -236,8 +236,8 @@ class Journal:
         """Seconds after a check that a hot write skips the next one (0: every write is checked)."""
         self._check_due = 0.0
         """`time.monotonic()` from which a hot write checks the file again."""
-        self._stat = FileCheck() if self.in_place else None
-        """In place: the boundary's file check, which leaves the file's times unread (file_check.py)."""
+        self._stat = FileCheck()
+        """The in-place boundary's file check, which leaves the file's times unread (file_check.py)."""
         if self.in_place:
             self.write = self.write_in_place  # type: ignore[method-assign]
 
@@ -380,7 +380,7 @@ class Journal:
             raise StoreError(f"cannot write: {self._broken}")
         fd = self._fd
         if check:  # the file is still the journal at `path`, as large as this process made it
-            nlink, size = self._stat(fd)  # type: ignore[misc]
+            nlink, size = self._stat(fd)
             if nlink == 0 or size != self._alloc:
                 self._check_file()
         start = self._size
