@@ -33,11 +33,13 @@ Faults (each leaves the journal well-formed, never a torn line in the middle):
 
 With `fsync=True` the journal is written in place (`Journal.write_in_place`): the file keeps a
 zero-filled, synced region beyond its data, and a boundary is one `pwrite` at the data end and one
-`fdatasync` that carries no metadata (no size change, no block allocated). So every reader takes a
-journal's data to end at its first NUL byte: JSON text never holds a raw NUL (the encoders write
-`\u0000`), so the zeros are padding, never damage. Non-zero bytes after that NUL can only be the
-remains of a write that never completed before a power loss (in place, the disk may keep any of
-its blocks); they are dropped like a torn tail, with a warning, and zeroed by the next owner.
+`fdatasync` that carries no metadata (no size change, no block allocated; its file check leaves the
+times unread, so the write changes the inode only when the coarse clock ticked: file_check.py). So
+every reader takes a journal's data to end at its first NUL byte: JSON text never holds a raw NUL
+(the encoders write `\u0000`), so the zeros are padding, never damage. Non-zero bytes after that NUL
+can only be the remains of a write that never completed before a power loss (in place, the disk may
+keep any of its blocks); they are dropped like a torn tail, with a warning, and zeroed by the next
+owner.
 
 How a row becomes a line (orjson or pydantic-core, `Encoded` JSON text written as it is, what is
 refused) is journal_lines.py's; `Encoded`, `UnstorableValueError`, `dumps` and `string_at` are
