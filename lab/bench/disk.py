@@ -2,14 +2,20 @@
 
 A boundary with `fsync=True` is one write and one `fdatasync`; nothing the lab does in Python can
 make the device's flush cheaper. This measures, in the directory the benchmark writes to, the
-three ways to make 1 KB records durable one at a time, alternating their rounds so load hits each
+ways to make 1 KB records durable one at a time, alternating their rounds so load hits each
 alike, and the native floor (`Graph.iter` per station, as `python -m lab.bench` measures it):
 
 - append: `O_APPEND` write + `fdatasync` (the journal before the in-place mode: each sync also
   commits the file's new size and, now and then, a new block);
 - in place: `pwrite` into a zero-filled file already synced + `fdatasync` (no metadata: what
   `Lab(fsync=True)` does now, journal.py);
-- O_DSYNC: `pwrite` in place on a file opened `O_DSYNC` (the flush inside the write).
+- O_DSYNC: `pwrite` in place on a file opened `O_DSYNC` (the flush inside the write);
+- in place, `fstat` first: the file checked the way the journal's boundary did before sync27b.
+  On Linux 6.13+ a `stat` that reports the times makes the next write stamp a fine-grained mtime,
+  and `fdatasync` on ext4 without a journal then writes the inode's block too: a second disk write
+  (docs/benchmarks.md, "sync27b");
+- in place, `statx` first: the check the journal makes now (lab/store/file_check.py: link count
+  and size only, the times unread), which should cost what plain in place costs.
 
 The best ratio any `fsync=True` station can reach here is `(floor + in-place sync) / floor`: the
 native station plus one flush, with the lab's own work counted as zero.
@@ -24,6 +30,8 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+
+from lab.store.file_check import FileCheck
 
 __all__ = ("main", "measure_syncs", "native_floor_us")
 
@@ -54,12 +62,14 @@ def _zeroed(path: str, n: int, flags: int = 0) -> int:
     return os.open(path, os.O_RDWR | flags)
 
 
-def _in_place(path: str, n: int, *, dsync: bool = False) -> list[float]:
+def _in_place(path: str, n: int, *, dsync: bool = False, check: Callable[[int], object] | None = None) -> list[float]:
     fd = _zeroed(path, n, os.O_DSYNC if dsync else 0)
     out = []
     try:
         for i in range(n):
             t = time.perf_counter()
+            if check is not None:
+                check(fd)
             os.pwrite(fd, RECORD, i * len(RECORD))
             if not dsync:
                 os.fdatasync(fd)
@@ -70,11 +80,13 @@ def _in_place(path: str, n: int, *, dsync: bool = False) -> list[float]:
 
 
 def measure_syncs(directory: str, records: int = 400, rounds: int = 5) -> dict[str, list[float]]:
-    """Seconds of each durable 1 KB record, the three ways alternating by rounds of `records`."""
+    """Seconds of each durable 1 KB record, the ways alternating by rounds of `records`."""
     ways: dict[str, Callable[[str, int], list[float]]] = {
         "append + fdatasync": _append,
         "in place + fdatasync": _in_place,
         "in place, O_DSYNC": lambda p, n: _in_place(p, n, dsync=True),
+        "in place, fstat first": lambda p, n: _in_place(p, n, check=os.fstat),
+        "in place, statx first": lambda p, n: _in_place(p, n, check=FileCheck()),
     }
     out: dict[str, list[float]] = {k: [] for k in ways}
     path = os.path.join(directory, "disk-probe")

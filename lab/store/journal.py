@@ -33,11 +33,13 @@ Faults (each leaves the journal well-formed, never a torn line in the middle):
 
 With `fsync=True` the journal is written in place (`Journal.write_in_place`): the file keeps a
 zero-filled, synced region beyond its data, and a boundary is one `pwrite` at the data end and one
-`fdatasync` that carries no metadata (no size change, no block allocated). So every reader takes a
-journal's data to end at its first NUL byte: JSON text never holds a raw NUL (the encoders write
-`\u0000`), so the zeros are padding, never damage. Non-zero bytes after that NUL can only be the
-remains of a write that never completed before a power loss (in place, the disk may keep any of
-its blocks); they are dropped like a torn tail, with a warning, and zeroed by the next owner.
+`fdatasync` that carries no metadata (no size change, no block allocated; its file check leaves the
+times unread, so the write changes the inode only when the coarse clock ticked: file_check.py). So
+every reader takes a journal's data to end at its first NUL byte: JSON text never holds a raw NUL
+(the encoders write `\u0000`), so the zeros are padding, never damage. Non-zero bytes after that NUL
+can only be the remains of a write that never completed before a power loss (in place, the disk may
+keep any of its blocks); they are dropped like a torn tail, with a warning, and zeroed by the next
+owner.
 
 How a row becomes a line (orjson or pydantic-core, `Encoded` JSON text written as it is, what is
 refused) is journal_lines.py's; `Encoded`, `UnstorableValueError`, `dumps` and `string_at` are
@@ -56,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import StoreError
+from .file_check import FileCheck
 from .journal_lines import Encoded, UnstorableValueError, dumps, encode_rows, string_at
 
 __all__ = (
@@ -235,6 +238,8 @@ class Journal:
         """Seconds after a check that a hot write skips the next one (0: every write is checked)."""
         self._check_due = 0.0
         """`time.monotonic()` from which a hot write checks the file again."""
+        self._stat = FileCheck()
+        """The in-place boundary's file check, which leaves the file's times unread (file_check.py)."""
         if self.in_place:
             self.write = self.write_in_place  # type: ignore[method-assign]
 
@@ -362,7 +367,10 @@ class Journal:
     def write_in_place(self, blob: bytes, lines: int, *, sync: bool | None = None, check: bool = True, hot: bool = False) -> None:  # noqa: ARG002
         """`write` for `fsync=True`: one `pwrite` at the data end into the zeros, then one `fdatasync`.
 
-        Every boundary is checked, `hot` or not: beside a sync the `fstat` costs nothing that shows.
+        Every boundary is checked, `hot` or not, by `statx` asking for the link count and size only:
+        an `fstat` (which reports the times) would make the write change the inode on a kernel with
+        multigrain timestamps, and on ext4 without a journal the sync then writes the inode too
+        (file_check.py).
 
         The blocks are already allocated, written and synced, and the size does not change, so the
         sync carries the data alone. The zeros grow first when the blob does not fit, or (a boundary)
@@ -374,8 +382,8 @@ class Journal:
             raise StoreError(f"cannot write: {self._broken}")
         fd = self._fd
         if check:  # the file is still the journal at `path`, as large as this process made it
-            st = os.fstat(fd)
-            if st.st_nlink == 0 or st.st_size != self._alloc:
+            nlink, size = self._stat(fd)
+            if nlink == 0 or size != self._alloc:
                 self._check_file()
         start = self._size
         end = start + len(blob)
