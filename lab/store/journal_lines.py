@@ -178,14 +178,6 @@ def _dumps_unusual(row: dict[str, Any]) -> bytes:
     return to_json(clean, fallback=str)
 
 
-def _refused_by_orjson(row: dict[str, Any]) -> bytes:
-    """The line of a row orjson refused: a recorded call's (its request and response are `Encoded`)
-    by orjson again with them as fragments (`_call_line`), any other row pydantic-core's."""
-    if row.get("t") == "call":
-        return _call_line(row)
-    return _core_line(row)
-
-
 def _core_line(row: dict[str, Any]) -> bytes:
     """pydantic-core's line of a row (a None, a NaN or a type orjson refused)."""
     try:
@@ -226,10 +218,13 @@ def encode_rows(rows: list[dict[str, Any]], first_j: int) -> bytes:
         row["j"] = j
         row["tx"] = first
         j += 1
+        if row.get("t") == "call":  # its Encoded request and response would make the plain try below raise
+            append(_call_line(row))
+            continue
         try:
             line = _compiled_dumps(row, None, _COMPILED_ONLY_PLAIN)
         except TypeError:  # a value orjson does not write as pydantic-core would (orjson.JSONEncodeError)
-            line = _refused_by_orjson(row)
+            line = _core_line(row)
         else:
             nulls = line.count(b"null")  # None values, or a NaN or an infinity orjson wrote as null
             # no more `null`s than the row's own None values: no NaN (a recorded call's event holds a
