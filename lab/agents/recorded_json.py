@@ -29,7 +29,7 @@ from pydantic_ai.usage import RequestUsage
 
 from ..recording import encode, has_marker
 
-__all__ = ("VOLATILE", "STEADY", "KNOWN_MESSAGES", "Serializers", "SERIALIZERS", "lean_serializer")
+__all__ = ("VOLATILE", "STEADY", "KNOWN_MESSAGES", "Serializers", "SERIALIZERS", "lean_serializer", "SteadyKeys")
 
 VOLATILE = frozenset(
     {"timestamp", "request_timestamp", "duration", "run_id", "conversation_id", "provider_response_id"}
@@ -89,6 +89,49 @@ def _type_name(value: Any) -> str:
     return f"<{type(value).__name__}>"
 
 
+_SCALARS = frozenset({str, int, bool, type(None)})
+_CONTAINERS = frozenset({list, tuple, set, frozenset})
+
+
+class SteadyKeys:
+    """Keys under which request parameters' field values always write the same JSON text (`key`).
+
+    Only values of exactly str, int, bool or None (kept with their types: `True == 1` but writes `true`)
+    and empty containers (all written `[]`) make a key; a float (`0.0 == -0.0`), a list that holds
+    something (its items may change in place), an enum or any other value does not. Per tuple of the
+    values' types, the positions of the scalars and of the containers are worked out once, so a key is
+    taken in C (`map`, `itemgetter`, `any`), without a Python loop over the fields."""
+
+    def __init__(self) -> None:
+        self.plans: dict[tuple[type, ...], tuple[Any, Any] | None] = {}
+
+    def key(self, values: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        types = tuple(map(type, values))
+        plan = self.plans.get(types, False)
+        if plan is False:
+            plan = self.plans[types] = self._plan(types) if len(self.plans) < 64 else None
+        if plan is None:
+            return None
+        scalars, containers = plan
+        if containers is not None and any(containers(values)):
+            return None
+        return types, scalars(values)
+
+    @staticmethod
+    def _plan(types: tuple[type, ...]) -> tuple[Any, Any] | None:
+        if not all(t in _SCALARS or t in _CONTAINERS for t in types):
+            return None
+        at = [i for i, t in enumerate(types) if t in _SCALARS]
+        inside = [i for i, t in enumerate(types) if t in _CONTAINERS]
+        # itemgetter of one position gives the value, not a 1-tuple: `any` needs the tuple, a key either
+        scalars = operator.itemgetter(*at) if len(at) > 1 else (lambda v, i=tuple(at): tuple(v[j] for j in i))
+        containers = (
+            operator.itemgetter(*inside) if len(inside) > 1
+            else (lambda v, i=tuple(inside): tuple(v[j] for j in i)) if inside else None
+        )
+        return scalars, containers
+
+
 class Serializers:
     """pydantic-core serializers of request messages, responses and request parameters, built on first use."""
 
@@ -98,6 +141,8 @@ class Serializers:
         self.parameter_fields: dict[type, tuple[tuple[str, ...], Any] | None] = {}
         self.texts: dict[str, bytes] = {}
         self.clean_parameters: set[bytes] = set()
+        self.steady_parameters: dict[tuple[type, tuple[Any, ...]], bytes] = {}
+        self.steady = SteadyKeys()
 
     def of(self, cls: type) -> Any:
         """`cls`'s own serializer, with the adapter's settings."""
@@ -142,8 +187,10 @@ class Serializers:
     def parameters(self, parameters: Any) -> bytes:
         """The request parameters' JSON text, without their private (`_`) fields: pydantic-core's `to_json`
         of the dataclass, written from the dict of its public fields in their order (the same bytes: it
-        infers each field's value alike). (Not cached: pydantic-ai makes them anew for each request, and a
-        cache by equality would trust that nobody changes them in place afterwards. Not by their class's
+        infers each field's value alike). Kept per `SteadyKeys.key` when every field is a plain scalar or an empty
+        container (an agent without tools: the same text request after request, while pydantic-ai makes the
+        parameters anew each time); a list that holds something is never a key (its items may change in
+        place), so an agent with tools serializes them each request. (Not by their class's
         serializer either: it writes some fields otherwise, an instruction part's `id` as its custom
         serializer's string, so a recording made before would no longer match its digest.)"""
         cls = type(parameters)
@@ -155,7 +202,16 @@ class Serializers:
             exclude = {f.name for f in dataclasses.fields(cls) if f.name.startswith("_")} if dataclasses.is_dataclass(cls) else None
             return pydantic_core.to_json(parameters, exclude=exclude or None, fallback=_type_name)
         names, values = found
-        return pydantic_core.to_json(dict(zip(names, values(parameters), strict=True)), fallback=_type_name)
+        got = values(parameters)
+        key = self.steady.key(got)
+        if key is not None:
+            text = self.steady_parameters.get((cls, key))
+            if text is not None:
+                return text
+        text = pydantic_core.to_json(dict(zip(names, got, strict=True)), fallback=_type_name)
+        if key is not None and len(self.steady_parameters) < 256:
+            self.steady_parameters[(cls, key)] = text
+        return text
 
     def clean(self, parameters: bytes) -> bool:
         """No secret marker in request parameters' JSON text (`has_marker`): searched once per distinct text

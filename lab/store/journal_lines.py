@@ -196,14 +196,6 @@ def _dumps_unusual(row: dict[str, Any]) -> bytes:
     return to_json(clean, fallback=str)
 
 
-def _refused_by_orjson(row: dict[str, Any]) -> bytes:
-    """The line of a row orjson refused: a recorded call's (its request and response are `Encoded`)
-    by orjson again with them as fragments (`_call_line`), any other row pydantic-core's."""
-    if row.get("t") == "call":
-        return _call_line(row)
-    return _core_line(row)
-
-
 def _core_line(row: dict[str, Any]) -> bytes:
     """pydantic-core's line of a row (a None, a NaN or a type orjson refused)."""
     try:
@@ -244,10 +236,13 @@ def encode_rows(rows: list[dict[str, Any]], first_j: int) -> bytes:
         row["j"] = j
         row["tx"] = first
         j += 1
+        if row.get("t") == "call":  # its Encoded request and response would make the plain try below raise
+            append(_call_line(row))
+            continue
         try:
             line = _compiled_dumps(row, None, _COMPILED_ONLY_PLAIN)
         except TypeError:  # a value orjson does not write as pydantic-core would (orjson.JSONEncodeError)
-            line = _refused_by_orjson(row)
+            line = _core_line(row)
         else:
             if row.get("t") == "ev" and row.get("kind") in _LAB_MADE:
                 append(line)  # every float in it is the lab's own clock: no NaN to look for

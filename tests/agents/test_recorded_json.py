@@ -110,3 +110,39 @@ def test_recorded_models_request_skips_only_the_wrappers_for_models_that_answer(
     assert not Plain._answers_requests_itself  # noqa: SLF001  # what makes all three pass a wrapper's request through
     assert not hasattr(RecordedModel.request, "__wrapped__")
     assert inspect.iscoroutinefunction(RecordedModel.request)
+
+
+@dataclasses.dataclass
+class _Params:
+    tools: list[Any]
+    names: set[str]
+    mode: Any
+    flag: Any
+    _private: Any = None
+
+
+def test_parameters_kept_by_steady_key_are_the_bytes_to_json_writes() -> None:
+    """Scalars and empty containers make a key (the text is reused); `True` and `1`, `0.0` and `-0.0`,
+    a list that holds something (changed in place between requests) are written anew, byte for byte."""
+    s = Serializers()
+
+    def same(p: _Params) -> bytes:
+        out = s.parameters(p)
+        assert out == pydantic_core.to_json(p, exclude={"_private"})
+        return out
+
+    first = same(_Params([], set(), "text", True, _private="x"))
+    assert same(_Params([], set(), "text", True)) is first  # kept: the same text object
+    assert same(_Params([], set(), "text", 1)) != first  # True == 1, but writes `true`
+    assert same(_Params([], set(), "text", 0.0)) != same(_Params([], set(), "text", -0.0))
+    held: list[Any] = [{"name": "a"}]
+    p = _Params(held, set(), "text", True)
+    before = same(p)
+    held[0]["name"] = "b"  # changed in place: not a key, so never stale
+    assert same(p) != before and b'"b"' in s.parameters(p)
+    assert len(s.steady_parameters) == 2
+    with_tools = _seen(SHAPES["tools and instructions"])
+    for _, _, parameters, _ in with_tools:
+        assert s.parameters(parameters) == pydantic_core.to_json(
+            parameters, exclude={f.name for f in dataclasses.fields(parameters) if f.name.startswith("_")}
+        )
