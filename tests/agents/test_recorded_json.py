@@ -16,6 +16,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import os
+import subprocess
+import sys
 import warnings
 from typing import Any
 
@@ -146,3 +149,33 @@ def test_parameters_kept_by_steady_key_are_the_bytes_to_json_writes() -> None:
         assert s.parameters(parameters) == pydantic_core.to_json(
             parameters, exclude={f.name for f in dataclasses.fields(parameters) if f.name.startswith("_")}
         )
+
+
+_SET_TEXT = """
+import sys
+from pydantic_ai.models import ModelRequestParameters
+from lab.agents.recorded_json import Serializers
+p = ModelRequestParameters(revealed_tool_names={"search", "fetch", "summarize", "rank", "quote", "cite"})
+sys.stdout.buffer.write(Serializers().parameters(p))
+"""
+
+
+def test_a_set_in_the_parameters_writes_the_same_text_in_every_process() -> None:
+    """A set of strings iterates in an order its process's string hashing picks: the parameters'
+    text (and so the request's digest) must not change with it, or a replay after a kernel restart
+    misses. Three processes with other `PYTHONHASHSEED`s write the same bytes, the set sorted; a set
+    of none or one item writes what pydantic-core always wrote (recordings made before still match)."""
+    texts = {
+        subprocess.run(
+            [sys.executable, "-c", _SET_TEXT], env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True, check=True, timeout=120,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(texts) == 1, texts
+    (text,) = texts
+    assert b'"revealed_tool_names":["cite","fetch","quote","rank","search","summarize"]' in text
+    s = Serializers()
+    for names in (set(), {"one"}):
+        p = _Params([], names, "text", True)
+        assert s.parameters(p) == pydantic_core.to_json(p, exclude={"_private"})
