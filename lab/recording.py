@@ -53,6 +53,8 @@ __all__ = (
     "recorded_function",
     "scrub",
     "digest",
+    "SETS",
+    "sets_sorted",
     "lineage",
     "jsonable",
     "encode",
@@ -220,6 +222,36 @@ def encode(value: Any) -> bytes:
     order, which pydantic's dumps and a program's own dicts keep from one run to the next); what JSON
     cannot hold becomes `"<TypeName>"`, as in `jsonable`."""
     return to_json(value, fallback=_type_name)
+
+
+SETS = (set, frozenset)
+
+
+def sets_sorted(value: Any) -> Any:
+    """`value` with every set of two or more items in it written as a sorted list (through dicts, lists
+    and tuples; not inside models or dataclasses); a value without one is returned as it is.
+
+    pydantic-core writes a set in its iteration order, and a set of strings iterates in an order that
+    depends on the process's string hashing (`PYTHONHASHSEED`, random per process): the same request
+    would write other bytes, and digest otherwise, after a kernel restart, and a replay would miss.
+    Sorted, it writes the same bytes in every process; a set of none or one item writes what it always
+    wrote, so recordings made before still match."""
+    kind = type(value)
+    if kind in SETS:
+        if len(value) < 2:
+            return value
+        items = [sets_sorted(item) for item in value]
+        try:
+            return sorted(items)
+        except TypeError:  # items of mixed or unordered types: ordered by their own JSON text
+            return sorted(items, key=encode)
+    if kind is dict:
+        out = {k: sets_sorted(v) for k, v in value.items()}
+        return value if all(out[k] is v for k, v in value.items()) else out
+    if kind is list or kind is tuple:
+        items = [sets_sorted(item) for item in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else kind(items)
+    return value
 
 
 def digest(kind: str, name: str, data: bytes) -> str:
@@ -544,15 +576,15 @@ class _FunctionCodec:
         self.sig = _signature(fn)
 
     def request(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
-        """The call's bound arguments as JSON text."""
+        """The call's bound arguments as JSON text (a set in them sorted: `sets_sorted`)."""
         if self.sig is not None:
             try:
                 bound = self.sig.bind(*args, **kwargs)
                 bound.apply_defaults()
-                return encode({"args": dict(bound.arguments)})
+                return encode({"args": sets_sorted(dict(bound.arguments))})
             except TypeError:
                 pass
-        return encode({"args": list(args), "kwargs": kwargs})
+        return encode({"args": sets_sorted(list(args)), "kwargs": sets_sorted(kwargs)})
 
     def revive(self, value: Any) -> Any:
         if type(value) is Encoded:

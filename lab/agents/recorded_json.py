@@ -27,7 +27,7 @@ from pydantic import TypeAdapter
 from pydantic_ai.messages import ModelRequest, ModelResponse
 from pydantic_ai.usage import RequestUsage
 
-from ..recording import encode, has_marker
+from ..recording import SETS, encode, has_marker, sets_sorted
 
 __all__ = ("VOLATILE", "STEADY", "KNOWN_MESSAGES", "Serializers", "SERIALIZERS", "lean_serializer", "SteadyKeys")
 
@@ -87,25 +87,6 @@ def lean_serializer(cls: type, wraps: dict[str, str]) -> Any:
 
 def _type_name(value: Any) -> str:
     return f"<{type(value).__name__}>"
-
-
-_SETS = (set, frozenset)
-
-
-def _in_order(value: Any) -> Any:
-    """A set of two or more items as a sorted list; any other value as it is.
-
-    pydantic-core writes a set in its iteration order, and a set of strings iterates in an order that
-    depends on the process's string hashing (`PYTHONHASHSEED`, random per process): the same request
-    parameters (e.g. `revealed_tool_names`) would write other bytes, and digest otherwise, after a
-    kernel restart, and a replay would miss. Sorted, they write the same bytes in every process; a set
-    of none or one item writes what it always wrote, so recordings made before still match."""
-    if type(value) not in _SETS or len(value) < 2:
-        return value
-    try:
-        return sorted(value)
-    except TypeError:  # items of mixed types: ordered by their own JSON text
-        return sorted(value, key=lambda item: pydantic_core.to_json(item, fallback=_type_name))
 
 
 _SCALARS = frozenset({str, int, bool, type(None)})
@@ -212,7 +193,7 @@ class Serializers:
         place), so an agent with tools serializes them each request. (Not by their class's
         serializer either: it writes some fields otherwise, an instruction part's `id` as its custom
         serializer's string, so a recording made before would no longer match its digest.) A set of two
-        or more items is written sorted (`_in_order`), so the text is the same in every process."""
+        or more items is written sorted (`sets_sorted`), so the text is the same in every process."""
         cls = type(parameters)
         if cls not in self.parameter_fields:
             names = tuple(f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")) if dataclasses.is_dataclass(cls) else ()
@@ -228,8 +209,8 @@ class Serializers:
             text = self.steady_parameters.get((cls, key))
             if text is not None:
                 return text
-        if any(type(v) in _SETS and len(v) > 1 for v in got):
-            got = tuple(map(_in_order, got))
+        if any(type(v) in SETS and len(v) > 1 for v in got):
+            got = tuple(map(sets_sorted, got))
         text = pydantic_core.to_json(dict(zip(names, got, strict=True)), fallback=_type_name)
         if key is not None and len(self.steady_parameters) < 256:
             self.steady_parameters[(cls, key)] = text
