@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up, check the import contracts, then run the test suite; arguments go to pytest.
-# The suite runs in .venv, and beside it tests/evals in .venv-evals (see below).
+# The suite runs in .venv, then tests/evals in .venv-evals (see below).
 # Exit code: lint-imports' when a contract is broken (pyproject.toml [tool.importlinter]: an
 # import the wrong way between the lab's layers fails the run before any test), else pytest's.
 # Quiet (-q) unless the arguments choose a verbosity themselves: `test.sh -q` stays -q (with its
@@ -35,7 +35,7 @@ for arg in "$@"; do
 done
 # tests/evals run in .venv-evals (the evals extra pins pydantic-ai-slim/pydantic-graph to
 # pydantic-evals' version; docs/evaluate.md "Versions"), everything else in .venv on the newest.
-# Paths under tests/evals: only .venv-evals runs. Other paths: only .venv. No path: both, at once.
+# Paths under tests/evals: only .venv-evals runs. Other paths: only .venv. No path: both, in turn.
 evals=0
 paths=0
 for arg in "$@"; do
@@ -50,38 +50,11 @@ fi
 if [ "$paths" -eq 1 ]; then
     exec .venv/bin/python -m pytest "${quiet[@]}" --ignore=tests/evals "$@"
 fi
-# No path: tests/evals start beside the rest, not after it. They run at a lower CPU priority
-# (`nice -n 10`): the rest keeps both cores whenever it can use them, and tests/evals take what the
-# rest leaves idle while it waits on the processes it starts (about a third of its time on two
-# cores), then the cores the rest's last worker leaves free. Their output is held back and shown
-# after the rest's, so the two never interleave; the exit code is the rest's, else theirs. They
-# run in a process group of their own (`setsid`), so an interrupted run stops all of it (a
-# background job of a script ignores ^C) and no Ray or JupyterLab of theirs outlives it.
-evals_out=$(mktemp "${TMPDIR:-/tmp}/graphlab-evals.XXXXXX")
-evals_pid=
-stop_evals() {
-    if [ -n "$evals_pid" ]; then
-        kill -TERM -- "-$evals_pid" 2>/dev/null || kill -TERM "$evals_pid" 2>/dev/null || true
-    fi
-    rm -f "$evals_out"
-}
-trap stop_evals EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-own_group=()
-if command -v setsid >/dev/null; then
-    own_group=(setsid -w)  # never forks here (a script's background job leads no group): $! is the group
-fi
-"${own_group[@]}" nice -n 10 .venv-evals/bin/python -m pytest "${quiet[@]}" "${workers[@]}" -p no:cacheprovider "$@" tests/evals \
-    >"$evals_out" 2>&1 &
-evals_pid=$!
 rc=0
 .venv/bin/python -m pytest "${quiet[@]}" "${workers[@]}" --ignore=tests/evals "$@" || rc=$?
+echo "test.sh: the evaluation tests (tests/evals) in .venv-evals" >&2
 evals_rc=0
-wait "$evals_pid" || evals_rc=$?
-evals_pid=
-echo "test.sh: the evaluation tests (tests/evals) in .venv-evals, run beside the rest" >&2
-cat "$evals_out"
+.venv-evals/bin/python -m pytest "${quiet[@]}" "${workers[@]}" -p no:cacheprovider "$@" tests/evals || evals_rc=$?
 if [ "$rc" -ne 0 ]; then
     exit "$rc"
 fi

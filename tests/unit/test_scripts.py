@@ -4,8 +4,6 @@
 - `start.sh --notebook` starts Jupyter Notebook 7 (with --allow-root when root) and opens the
   quickstart notebook
 - `test.sh -q` passes one -q to pytest (its summary line stays), `test.sh` alone passes -q
-- the whole suite: tests/evals run beside the rest at a lower CPU priority, their output shown
-  after the rest's; an interrupted run stops them
 """
 
 from __future__ import annotations
@@ -60,8 +58,8 @@ SPLIT = ["-n", "2", "--dist", "loadgroup"]
 @pytest.mark.parametrize(
     ("given", "passed"),
     [
-        # no path: the suite in .venv and tests/evals in .venv-evals (its output after the suite's),
-        # each with one verbosity, each on two xdist workers
+        # no path: the suite in .venv, then tests/evals in .venv-evals, each with one verbosity,
+        # each on two xdist workers
         ([], [*MAIN, "-q", *SPLIT, "--ignore=tests/evals", *EVALS, "-q", *SPLIT, "-p", "no:cacheprovider", "tests/evals"]),
         (["-q"], [*MAIN, *SPLIT, "--ignore=tests/evals", "-q", *EVALS, *SPLIT, "-p", "no:cacheprovider", "-q", "tests/evals"]),
         (["-v", "-k", "x"], [*MAIN, *SPLIT, "--ignore=tests/evals", "-v", "-k", "x", *EVALS, *SPLIT, "-p", "no:cacheprovider", "-v", "-k", "x", "tests/evals"]),
@@ -81,69 +79,6 @@ def test_test_sh_passes_one_verbosity(tmp_path: Path, given: list[str], passed: 
     out = subprocess.run(["bash", "scripts/test.sh", *given], cwd=root, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == passed
-
-
-BESIDE = """#!/usr/bin/env bash
-# the suite's pytest waits until tests/evals' has started: both run at once
-[ "$1" = "-c" ] && exit 0  # lint-imports
-if [[ " $* " == *" tests/evals "* ]]; then
-    echo "evals nice=$(nice)"
-    touch evals-started
-    [[ " $* " == *" --hang "* ]] && { echo $$ > evals.pid; exec sleep 120; }
-    exit 3
-fi
-for _ in $(seq 600); do [ -e evals-started ] && break; sleep 0.05; done
-[ -e evals-started ] || { echo "tests/evals never started beside the suite"; exit 9; }
-echo "suite nice=$(nice)"
-[[ " $* " == *" --hang "* ]] && exec sleep 120
-exit 0
-"""
-"""A fake python for both venvs: the suite's run returns only once tests/evals' has started."""
-
-
-def test_the_evals_run_beside_the_suite_at_a_lower_priority_and_print_after_it(tmp_path: Path) -> None:
-    root = _layout(tmp_path, python=BESIDE)
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    env = dict(os.environ, TMPDIR=str(tmp))
-    out = subprocess.run(["bash", "scripts/test.sh"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
-    base = os.nice(0)
-    assert out.stdout.splitlines() == [f"suite nice={base}", f"evals nice={min(base + 10, 19)}"], out
-    assert out.returncode == 3, out  # the suite passed: the exit code is tests/evals'
-    assert list(tmp.iterdir()) == []  # the evals' held-back output is removed once shown
-
-
-def test_an_interrupted_run_stops_the_evals_beside_it(tmp_path: Path) -> None:
-    """^C reaches the script's foreground pytest; tests/evals, a background job, ignore it: the
-    script stops them itself (their whole process group)."""
-    root = _layout(tmp_path, python=BESIDE)
-    proc = subprocess.Popen(["bash", "scripts/test.sh", "--hang"], cwd=root, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    pid_file = root / "evals.pid"
-    try:
-        deadline = time.monotonic() + 30
-        while not (pid_file.exists() and pid_file.read_text().strip()):
-            assert proc.poll() is None and time.monotonic() < deadline, "tests/evals never started"
-            time.sleep(0.05)
-        evals = int(pid_file.read_text())
-        os.killpg(proc.pid, signal.SIGINT)  # what ^C in a terminal does
-        assert proc.wait(timeout=30) == 130
-        deadline = time.monotonic() + 10
-        while _alive(evals):
-            assert time.monotonic() < deadline, "tests/evals outlived the interrupted run"
-            time.sleep(0.05)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _free_port() -> int:
