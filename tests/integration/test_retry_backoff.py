@@ -102,13 +102,18 @@ def test_a_parallel_branch_whose_backoff_function_raises_fails_its_step_by_name(
 
 
 def _ctrl_c_when(predicate: Any) -> threading.Thread:
-    """Press Ctrl-C (SIGINT to the main thread, as the terminal or Jupyter's Interrupt does) once `predicate()`."""
+    """Press Ctrl-C (SIGINT to the main thread, as the terminal or Jupyter's Interrupt does) once `predicate()`.
+
+    Only then: a press after the deadline would land in whatever this worker runs next (a later test
+    then sees a KeyboardInterrupt it never caused); without the press the test fails on its own."""
 
     def press() -> None:
         deadline = time.monotonic() + 60
-        while not predicate() and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            if predicate():
+                _thread.interrupt_main()
+                return
             time.sleep(0.01)
-        _thread.interrupt_main()
 
     t = threading.Thread(target=press, daemon=True)
     t.start()
