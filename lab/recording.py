@@ -20,6 +20,7 @@ Recordings are JSON; headers, API keys and other secrets are left out of them. d
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import difflib
 import functools
 import hashlib
@@ -33,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, get_type_hints
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 from pydantic_core import to_json, to_jsonable_python
 
 from .errors import ArgumentError, ReplayMissError
@@ -227,31 +228,90 @@ def encode(value: Any) -> bytes:
 SETS = (set, frozenset)
 
 
-def sets_sorted(value: Any) -> Any:
-    """`value` with every set of two or more items in it written as a sorted list (through dicts, lists
-    and tuples; not inside models or dataclasses); a value without one is returned as it is.
+def sets_sorted(value: Any, depth: int = 0) -> Any:
+    """`value` with every set of two or more items in it written as a sorted list (through dicts, lists,
+    tuples, dataclasses and pydantic models); a value without one is returned as it is.
 
     pydantic-core writes a set in its iteration order, and a set of strings iterates in an order that
     depends on the process's string hashing (`PYTHONHASHSEED`, random per process): the same request
     would write other bytes, and digest otherwise, after a kernel restart, and a replay would miss.
     Sorted, it writes the same bytes in every process; a set of none or one item writes what it always
-    wrote, so recordings made before still match."""
+    wrote, and so does a model or dataclass without such a set, so recordings made before still match.
+    A dataclass or model holding one becomes the JSON-ready value pydantic-core would write for it
+    (its serializers, aliases and JSON settings applied), with the set's list sorted."""
     kind = type(value)
     if kind in SETS:
         if len(value) < 2:
             return value
-        items = [sets_sorted(item) for item in value]
-        try:
-            return sorted(items)
-        except TypeError:  # items of mixed or unordered types: ordered by their own JSON text
-            return sorted(items, key=encode)
+        return _sorted_items([sets_sorted(item, depth + 1) for item in value])
     if kind is dict:
-        out = {k: sets_sorted(v) for k, v in value.items()}
+        out = {k: sets_sorted(v, depth + 1) for k, v in value.items()}
         return value if all(out[k] is v for k, v in value.items()) else out
     if kind is list or kind is tuple:
-        items = [sets_sorted(item) for item in value]
+        items = [sets_sorted(item, depth + 1) for item in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else kind(items)
-    return value
+    if depth > _DEEPEST or kind in _PLAIN or not _holds_set(value, depth):
+        return value
+    serializer = getattr(kind, "__pydantic_serializer__", None)
+    if serializer is not None:  # a pydantic model or dataclass: what `to_json` writes for it, sets sorted
+        loose = serializer.to_python(value, by_alias=True)
+        return _sort_where(loose, serializer.to_python(value, by_alias=True, mode="json"))
+    return {f.name: sets_sorted(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}
+
+
+_DEEPEST = 64
+"""Past this depth a value is written as it is (a dataclass pointing back at itself stops here)."""
+_PLAIN = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _sorted_items(items: list[Any]) -> list[Any]:
+    try:
+        return sorted(items)
+    except TypeError:  # items of mixed or unordered types: ordered by their own JSON text
+        return sorted(items, key=encode)
+
+
+def _fields_of(value: Any) -> list[Any] | None:
+    """The values a dataclass or pydantic model instance holds (None: `value` is neither)."""
+    if isinstance(value, BaseModel):
+        extra = value.__pydantic_extra__
+        return [*value.__dict__.values(), *(extra.values() if extra else ())]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [getattr(value, f.name) for f in dataclasses.fields(value)]
+    return None
+
+
+def _holds_set(value: Any, depth: int) -> bool:
+    """Whether a set of two or more items is anywhere in `value` (dicts, lists, tuples, sets, dataclasses, models)."""
+    if depth > _DEEPEST:
+        return False
+    kind = type(value)
+    if kind in SETS:
+        return len(value) > 1 or any(_holds_set(item, depth + 1) for item in value)
+    if kind is dict:
+        return any(_holds_set(v, depth + 1) for v in value.values())
+    if kind is list or kind is tuple:
+        return any(_holds_set(v, depth + 1) for v in value)
+    if kind in _PLAIN:
+        return False
+    held = _fields_of(value)
+    return held is not None and any(_holds_set(v, depth + 1) for v in held)
+
+
+def _sort_where(loose: Any, exact: Any) -> Any:
+    """`exact` (a model's JSON-ready dump) with the lists that are sets in `loose` (its Python dump, made
+    from the same objects, so in the same order) sorted."""
+    kind = type(loose)
+    if kind in SETS:
+        if type(exact) is not list or len(exact) != len(loose):
+            return exact  # a serializer made something else of the set: written as it makes it
+        items = [_sort_where(a, b) for a, b in zip(loose, exact, strict=True)]
+        return _sorted_items(items) if len(items) > 1 else items
+    if kind is dict and type(exact) is dict:
+        return {k: _sort_where(loose[k], v) if k in loose else v for k, v in exact.items()}
+    if (kind is list or kind is tuple) and type(exact) is list and len(exact) == len(loose):
+        return [_sort_where(a, b) for a, b in zip(loose, exact, strict=True)]
+    return exact
 
 
 def digest(kind: str, name: str, data: bytes) -> str:

@@ -13,10 +13,14 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic_core import to_json
+
 from lab.agents.recorded_json import Serializers
-from lab.recording import sets_sorted
+from lab.recording import encode, sets_sorted
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,12 +34,21 @@ SCRIPT = """
 import json, sys
 from dataclasses import dataclass, field
 sys.path.insert(0, sys.argv[1])
+from pydantic import BaseModel, Field
 from pydantic_graph import BaseNode, End, GraphRunContext
 from lab import Lab
 
 @dataclass
 class Tags:
     found: list[int] = field(default_factory=list)
+
+@dataclass
+class Where:
+    places: frozenset[str]
+
+class Query(BaseModel):
+    words: set[str] = Field(alias="Words")
+    where: Where
 
 lab = Lab(sys.argv[2])
 hits = []
@@ -45,6 +58,11 @@ def search(tags: set[str], *, also: frozenset[str] = frozenset()) -> int:
     hits.append(1)
     return len(tags) + len(also)
 
+@lab.recorded
+def find(query: Query) -> int:
+    hits.append(1)
+    return len(query.words)
+
 g = lab.graph("tags", state_type=Tags, output_type=int)
 
 @g.node
@@ -52,6 +70,7 @@ g = lab.graph("tags", state_type=Tags, output_type=int)
 class Look(BaseNode[Tags, None, int]):
     async def run(self, ctx: GraphRunContext[Tags]) -> End[int]:
         ctx.state.found.append(search({"kite", "wind", "string", "tail", "spool"}, also=frozenset({"red", "blue"})))
+        ctx.state.found.append(find(Query(Words={"sky", "cloud", "rain", "hail"}, where=Where(frozenset({"hill", "sea", "dune"})))))
         return End(sum(ctx.state.found))
 
 if len(sys.argv) < 4:
@@ -77,13 +96,13 @@ def _run(store: Path, seed: str, run_id: str | None) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_a_strict_fork_in_another_process_replays_a_call_whose_arguments_hold_sets(tmp_path: Path) -> None:
+def test_a_strict_fork_in_another_process_replays_calls_whose_arguments_hold_sets(tmp_path: Path) -> None:
     store = tmp_path / "lab.duckdb"
     first = _run(store, "1", None)
-    assert (first["status"], first["hits"], first["modes"]) == ("done", 1, ["live"])
+    assert (first["status"], first["hits"], first["modes"]) == ("done", 2, ["live", "live"])
     for seed in ("2", "3"):
         fork = _run(store, seed, first["run"])
-        assert (fork["status"], fork["hits"], fork["modes"]) == ("done", 0, ["replayed"]), fork
+        assert (fork["status"], fork["hits"], fork["modes"]) == ("done", 0, ["replayed", "replayed"]), fork
 
 
 def test_sets_sorted_orders_sets_and_keeps_everything_else() -> None:
@@ -96,3 +115,38 @@ def test_sets_sorted_orders_sets_and_keeps_everything_else() -> None:
     assert sets_sorted({1, "a"}) == ["a", 1]  # by their JSON text: `"a"` (a quote) before `1`
     assert Serializers().parameters(_Params(names={"b", "a"})) == b'{"names":["a","b"],"mode":"text"}'
 
+
+
+@dataclass
+class _Place:
+    names: frozenset[str]
+    size: int = 1
+
+
+class _Ask(BaseModel):
+    model_config = ConfigDict(ser_json_timedelta="float")
+    tags: set[str] = Field(alias="Tags")
+    rank: int = 1
+    wait: timedelta = timedelta(seconds=3)
+    place: _Place | None = None
+    note: str = Field("hidden", exclude=True)
+
+    @field_serializer("rank")
+    def _rank(self, v: int) -> int:
+        return v * 10
+
+
+def test_a_set_inside_a_model_or_dataclass_is_sorted_and_the_rest_written_as_pydantic_writes_it() -> None:
+    """A model or dataclass holding a set of two or more items writes what `to_json` writes for it (aliases,
+    field serializers, JSON settings, excluded fields) but with the set sorted; one without such a set is the
+    same object, so it writes what it always wrote."""
+    ask = _Ask(Tags={"b", "c", "a"}, rank=2, place=_Place(frozenset({"y", "x"})))
+    assert encode(sets_sorted(ask)) == (
+        b'{"Tags":["a","b","c"],"rank":20,"wait":3.0,"place":{"names":["x","y"],"size":1}}'
+    )
+    assert encode(sets_sorted({"q": [_Place(frozenset({"n", "m"}), 2)]})) == b'{"q":[{"names":["m","n"],"size":2}]}'
+    single = _Ask(Tags={"a"}, place=_Place(frozenset({"x"})))
+    assert sets_sorted(single) is single
+    assert encode(sets_sorted(single)) == to_json(single)
+    plain_place = _Place(frozenset())
+    assert sets_sorted([plain_place])[0] is plain_place
