@@ -22,7 +22,9 @@ from ..recording import has_marker
 
 __all__ = ("keyless",)
 
-_PLAIN = frozenset({str, int, float, bool, type(None), datetime.datetime, datetime.timedelta, datetime.date, decimal.Decimal})
+_PLAIN = frozenset(
+    {str, int, float, bool, type(None), datetime.datetime, datetime.timedelta, datetime.date, decimal.Decimal}
+)
 """Values written as a JSON scalar (a string or a number): no key in them."""
 
 _classes: dict[type, bool] = {}

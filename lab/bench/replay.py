@@ -174,7 +174,7 @@ def _round(order: random.Random, lead: str) -> list[str]:
     return [name for unit in units for name in unit]
 
 
-def _adjacent(stamps: list[float], recorded_first: bool) -> list[float]:
+def adjacent_ratios(stamps: list[float], recorded_first: bool) -> list[float]:
     """`recorded / plain - 1` of stations (0, 1), (2, 3), ... of a `mixed` run, from their starts (`stamps`):
     a station's time runs to the next one's start, so the last station, which has none, is left out."""
     took = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
@@ -265,7 +265,7 @@ def time_process(visits: int = 50, repeat: int = 9, warmup: int = 1, seed: int =
             for name in names:
                 wall, used = runs.once(name, recorded_first)
                 if name == "mixed":
-                    out.stations.extend(_adjacent(AGENT["stamps"], recorded_first))
+                    out.stations.extend(adjacent_ratios(AGENT["stamps"], recorded_first))
                 else:
                     times[name].append(wall)
                     cpu[name].append(used)

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
@@ -35,9 +42,13 @@ def test_plain_messages_are_keyless_and_dicts_or_secret_field_names_are_not() ->
     got = Agent(TestModel()).run_sync("hi").all_messages()
     assert [keyless(m) for m in got] == [True, True]
     assert not keyless(ModelResponse(parts=[ToolCallPart("login", {"password": SECRET})]))
-    assert keyless(ModelResponse(parts=[ToolCallPart("login", '{"password": "x"}')]))  # a string: no key in the JSON
+    assert keyless(
+        ModelResponse(parts=[ToolCallPart("login", '{"password": "x"}')])
+    )  # a string: no key in the JSON
     assert not keyless(ModelResponse(parts=[TextPart("a")], provider_details={"headers": {"x": SECRET}}))
-    assert not keyless(ModelResponse(parts=[TextPart("a")], usage=RequestUsage(details={"api_key_tokens": 1})))
+    assert not keyless(
+        ModelResponse(parts=[TextPart("a")], usage=RequestUsage(details={"api_key_tokens": 1}))
+    )
     assert keyless(ModelResponse(parts=[TextPart("a")], provider_details={}))
 
     @dataclass
@@ -51,7 +62,7 @@ def test_plain_messages_are_keyless_and_dicts_or_secret_field_names_are_not() ->
 def test_a_keyless_text_that_mentions_a_secret_is_what_the_full_check_makes_of_it() -> None:
     """The full check (`scrubbed`) finds "password" and walks the text; it leaves out no value, so the
     skip keeps the very bytes (and digests) recorded before."""
-    response = ModelResponse(parts=[TextPart("Your PASSWORD and api_key stay in the text: \u00e9 \"q\" 1e20")])
+    response = ModelResponse(parts=[TextPart('Your PASSWORD and api_key stay in the text: \u00e9 "q" 1e20')])
     request = ModelRequest(parts=[UserPromptPart("reset my password, Bearer please")])
     assert keyless(response) and keyless(request)
     for text in (SERIALIZERS.response(response), SERIALIZERS.messages([request])):
@@ -70,7 +81,9 @@ def test_only_keys_are_left_out_of_a_stored_response(tmp_path: Path) -> None:
         calls.append(1)
         if len(calls) == 1:
             return ModelResponse(parts=[TextPart("the password is in the vault")])
-        return ModelResponse(parts=[TextPart("ok")], provider_details={"headers": {"Authorization": SECRET}, "n": 1})
+        return ModelResponse(
+            parts=[TextPart("ok")], provider_details={"headers": {"Authorization": SECRET}, "n": 1}
+        )
 
     with Lab(tmp_path / "lab.duckdb") as lab:
         agent = lab.recorded(Agent(FunctionModel(answer)))

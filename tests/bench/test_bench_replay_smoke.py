@@ -13,7 +13,7 @@ from lab.bench.replay import (
     VARIANTS,
     ProcessTimes,
     ReplayBenchReport,
-    _adjacent,
+    adjacent_ratios,
     replay_markdown,
     time_process,
 )
@@ -37,5 +37,8 @@ def test_one_process_times_every_variant_and_the_mixed_runs_stations() -> None:
 
 def test_adjacent_stations_pair_the_recorded_one_with_its_plain_neighbour() -> None:
     starts = [0.0, 2.0, 3.0, 5.0, 6.0, 9.0]  # stations took 2, 1, 2, 1, 3 (the last start has no end)
-    assert _adjacent(starts, recorded_first=True) == [1.0, 1.0]  # 2 / 1 - 1 twice; the fifth has no neighbour
-    assert _adjacent(starts, recorded_first=False) == [-0.5, -0.5]
+    assert adjacent_ratios(starts, recorded_first=True) == [
+        1.0,
+        1.0,
+    ]  # 2 / 1 - 1 twice; the fifth has no neighbour
+    assert adjacent_ratios(starts, recorded_first=False) == [-0.5, -0.5]
