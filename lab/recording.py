@@ -376,11 +376,9 @@ class StationCalls:
         *,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
-        clean: bool = False,
     ) -> None:
         """Record a live call's response (its canonical JSON text, as pydantic-core writes it; secrets
-        left out: `clean` says the caller knows it holds no key to leave out, so it is not searched) and
-        its `recorded` event. The request and response go into the journal row as
+        left out) and its `recorded` event. The request and response go into the journal row as
         the text they are (`Encoded`), not encoded again; the row is built at once (`call_row`'s keys),
         with no `CallRecord` (made from the row if the call is ever replayed here)."""
         ms = (time.perf_counter() - plan.started) * 1000
@@ -388,7 +386,7 @@ class StationCalls:
             "t": "call", "run_id": self.run_id, "call_id": _call_id(), "node_id": self.node_id,
             "checkpoint_seq": self.origin, "call_index": plan.index, "kind": plan.kind, "name": plan.name,
             "digest": plan.digest, "mode": "live", "replayed_from": None, "request": plan.request,
-            "response": Encoded(response if clean else scrubbed(response)), "input_tokens": input_tokens, "output_tokens": output_tokens,
+            "response": Encoded(scrubbed(response)), "input_tokens": input_tokens, "output_tokens": output_tokens,
             "ms": ms, "created_at": time.time(),
         }  # fmt: skip
         known = _known.get(self.run_id)

@@ -31,7 +31,6 @@ from ..recording import (
     station_calls,
 )
 from ..store.journal import Encoded
-from .keyless import keyless
 from .recorded_json import KNOWN_MESSAGES, SERIALIZERS, STEADY, VOLATILE
 
 __all__ = ("RecordedModel", "record_agent", "recording_job", "recording_agent", "SERIALIZERS", "STEADY", "VOLATILE")
@@ -85,13 +84,9 @@ class RecordedModel(WrapperModel):
     def begin(
         self, rec: StationCalls, messages: list[Any], model_settings: Any, model_request_parameters: ModelRequestParameters
     ) -> Any:
-        """The recorder's plan for this request (replay a recording, or call and record): streamed or not alike.
-        The head's text is searched for a secret marker only when it may hold a key of its own: model settings,
-        or a message with a dict in it (`keyless`)."""
+        """The recorder's plan for this request (replay a recording, or call and record): streamed or not alike."""
         head, parameters = self.request_parts(messages, model_settings, model_request_parameters)
-        clean = SERIALIZERS.clean(parameters) and (
-            (not model_settings and all(map(keyless, messages))) or not has_marker(head)
-        )
+        clean = SERIALIZERS.clean(parameters) and not has_marker(head)
         return rec.begin("model", self.wrapped.model_name, head + parameters + b"}", self.replay, clean=clean)
 
     async def request(
@@ -106,11 +101,7 @@ class RecordedModel(WrapperModel):
         response = await self.wrapped.request(messages, model_settings, model_request_parameters)
         usage = response.usage
         rec.finish_live(
-            plan,
-            SERIALIZERS.response(response),
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            clean=keyless(response),
+            plan, SERIALIZERS.response(response), input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
         )
         return response
 
@@ -148,7 +139,6 @@ class RecordedModel(WrapperModel):
                 SERIALIZERS.response(response),
                 input_tokens=response.usage.input_tokens,
                 output_tokens=response.usage.output_tokens,
-                clean=keyless(response),
             )
 
 
