@@ -11,12 +11,13 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_graph import EndMarker
 
 from .attempts import try_number
 from .errors import LabError, StoreError
+from .gates import StationContext
 from .run_values import StepResult
 
 if TYPE_CHECKING:
@@ -27,12 +28,18 @@ __all__ = ("SerialHooks",)
 
 
 class SerialHooks:
-    """`EngineHooks` for `Run`: entered, settled, failed, aborted; and a run stopped or cancelled at its head."""
+    """`EngineHooks` for `Run`: enter, settled, failed, aborted; and a run stopped or cancelled at its head."""
 
     _held_station: tuple[int, str] | None = None
     """The station whose held-back settlement a failed write dropped (it is then recorded failed)."""
 
-    def entered(self: Run, *, node_id: str) -> int | None:  # type: ignore[misc]
+    def enter(self: Run, node_id: str, first: bool) -> tuple[StationContext, int] | Literal["waiting", "failed"]:  # type: ignore[misc]
+        if first or node_id in self._breakpoints["before"]:  # a resumed or held wait, a breakpoint (lab/waits.py)
+            context = self.station_before(node_id, first)
+            if context is None:
+                return "waiting"
+        else:  # the usual station; positional (node_id, verdict, answers, grants, used, notes, run): half the cost of keywords
+            context = self._station = StationContext(node_id, None, [], {}, 0, [], self)
         journal = self._journal
         attempt = journal.next_ev
         stash = journal.stash
@@ -48,10 +55,10 @@ class SerialHooks:
             except StoreError as exc:
                 if not self._settlement_refused(exc):
                     raise
-                return None
+                return "failed"
             self._unflushed = 0
             self._inflight_started = time.perf_counter()
-            return attempt
+            return context, attempt
         if journal.observers or journal.sinks:
             rows = [journal.event_row("entered", node_id=node_id, attempt=attempt, checkpoint_seq=self._head)]
         else:  # `journal.event_row(...)` inlined (the hot path; nobody listens, so no EventRecord is kept)
@@ -78,12 +85,12 @@ class SerialHooks:
         except StoreError as exc:
             if not self._settlement_refused(exc):
                 raise
-            return None
+            return "failed"
         self._unflushed = 0
         self._inflight_started = time.perf_counter()
-        return attempt
+        return context, attempt
 
-    def settled(self: Run, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> None:  # type: ignore[misc]
+    def settled(self: Run, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> bool:  # type: ignore[misc]
         codec = self._built.codec
         journal = self._journal
         if len(successors) == 1:  # the usual station: one next, without three comprehensions over it
@@ -165,6 +172,7 @@ class SerialHooks:
             self._output_json = output_json
         # built into a StepResult only when read (`_last`): most settlements are never looked at
         self._last_result = (node_id, "done" if end is not None else "settled", seq, next_ids, self._output)
+        return node_id in self._breakpoints["after"]  # the engine parks after it (`park_after`); ignored at End
 
     @property
     def _last(self: Run) -> StepResult | None:  # type: ignore[misc]
