@@ -11,12 +11,13 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_graph import EndMarker
 
 from .attempts import try_number
 from .errors import LabError, StoreError
+from .gates import StationContext
 from .run_values import StepResult
 
 if TYPE_CHECKING:
@@ -27,14 +28,37 @@ __all__ = ("SerialHooks",)
 
 
 class SerialHooks:
-    """`EngineHooks` for `Run`: entered, settled, failed, aborted; and a run stopped or cancelled at its head."""
+    """`EngineHooks` for `Run`: enter, settled, failed, aborted; and a run stopped or cancelled at its head."""
 
     _held_station: tuple[int, str] | None = None
     """The station whose held-back settlement a failed write dropped (it is then recorded failed)."""
 
-    def entered(self: Run, *, node_id: str) -> int | None:  # type: ignore[misc]
+    def enter(self: Run, node_id: str, first: bool) -> tuple[StationContext, int] | Literal["waiting", "failed"]:  # type: ignore[misc]
+        if first or node_id in self._breakpoints["before"]:  # a resumed or held wait, a breakpoint (lab/waits.py)
+            context = self.station_before(node_id, first)
+            if context is None:
+                return "waiting"
+        else:  # the usual station; positional (node_id, verdict, answers, grants, used, notes, run): half the cost of keywords
+            context = self._station = StationContext(node_id, None, [], {}, 0, [], self)
         journal = self._journal
         attempt = journal.next_ev
+        stash = journal.stash
+        if stash and self._status == "running" and (last := stash[-1])["t"] == "b" and last["ev"] + 1 == attempt:
+            # the held boundary row (settled above, lab/store/boundary.py) records this `entered` too
+            journal.next_ev = attempt + 1
+            last["entered"] = node_id
+            last["entered_at"] = time.time()
+            if self._fence:
+                self._check_fence()
+            try:
+                journal.write([], sync=True, hot=True)
+            except StoreError as exc:
+                if not self._settlement_refused(exc):
+                    raise
+                return "failed"
+            self._unflushed = 0
+            self._inflight_started = time.perf_counter()
+            return context, attempt
         if journal.observers or journal.sinks:
             rows = [journal.event_row("entered", node_id=node_id, attempt=attempt, checkpoint_seq=self._head)]
         else:  # `journal.event_row(...)` inlined (the hot path; nobody listens, so no EventRecord is kept)
@@ -61,12 +85,12 @@ class SerialHooks:
         except StoreError as exc:
             if not self._settlement_refused(exc):
                 raise
-            return None
+            return "failed"
         self._unflushed = 0
         self._inflight_started = time.perf_counter()
-        return attempt
+        return context, attempt
 
-    def settled(self: Run, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> None:  # type: ignore[misc]
+    def settled(self: Run, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> bool:  # type: ignore[misc]
         codec = self._built.codec
         journal = self._journal
         if len(successors) == 1:  # the usual station: one next, without three comprehensions over it
@@ -98,10 +122,20 @@ class SerialHooks:
         else:  # `journal.event_row(...)` inlined, as in `entered`
             ev = journal.next_ev
             journal.next_ev = ev + 1
-            rows.append(
-                {"t": "ev", "run_id": journal.run_id, "seq": ev, "kind": "settled", "node_id": node_id, "attempt": attempt,
-                 "checkpoint_seq": seq, "payload": payload, "created_at": now}
-            )
+            hold = end is None and self._between is None
+            if hold and journal.tracer is None:
+                # the checkpoint and its `settled` event as one boundary row (lab/store/boundary.py), which the
+                # next `entered` completes: one journal row a boundary instead of three
+                cp["t"] = "b"
+                cp["node_id"] = node_id
+                cp["attempt"] = attempt
+                cp["ev"] = ev
+                cp["payload"] = payload
+            else:
+                rows.append(
+                    {"t": "ev", "run_id": journal.run_id, "seq": ev, "kind": "settled", "node_id": node_id, "attempt": attempt,
+                     "checkpoint_seq": seq, "payload": payload, "created_at": now}
+                )  # fmt: skip
         if end is not None:
             rows.append(journal.event_row("done", node_id=node_id, checkpoint_seq=seq, payload={"output": output_json}))
         if end is None and self._between is None and not listening:
@@ -138,6 +172,7 @@ class SerialHooks:
             self._output_json = output_json
         # built into a StepResult only when read (`_last`): most settlements are never looked at
         self._last_result = (node_id, "done" if end is not None else "settled", seq, next_ids, self._output)
+        return node_id in self._breakpoints["after"]  # the engine parks after it (`park_after`); ignored at End
 
     @property
     def _last(self: Run) -> StepResult | None:  # type: ignore[misc]

@@ -25,6 +25,9 @@ __all__ = ("Journal",)
 
 log = logging.getLogger("lab.run")
 
+_EVENTS = frozenset({"ev", "b"})
+"""Row kinds that number events: an event, and a boundary row (its `settled` is `ev`, lab/store/boundary.py)."""
+
 
 class Journal:
     """Event rows and writes of one run (`run.id`) to its lab's store."""
@@ -109,7 +112,7 @@ class Journal:
             self.lab.store.write(rows, sync=sync, hot=hot)
         except StoreError:
             # nothing of this transaction was kept: its events never happened, the head stands
-            seqs = [r["seq"] for r in rows if r.get("t") == "ev" and r.get("run_id") == self.run_id]
+            seqs = [r["seq"] if r["t"] == "ev" else r["ev"] for r in rows if r.get("t") in _EVENTS and r.get("run_id") == self.run_id]
             if seqs:
                 self.next_ev = min(seqs)
                 self.pending = [e for e in self.pending if e.seq < self.next_ev]

@@ -351,7 +351,9 @@ class Waits:
 
     # -- engine hooks ----------------------------------------------------------------------
 
-    def before(self: Run, *, node_id: str, first: bool) -> StationContext | None:  # type: ignore[misc]
+    def station_before(self: Run, node_id: str, first: bool) -> StationContext | None:  # type: ignore[misc]
+        """The context of `node_id` about to run (`SerialHooks.enter` asks when it is the drive's `first`, or a
+        breakpoint is set before it): a resumed wait's, a new one, or None when the run parks first."""
         if first and self._resume is not None:
             self._station = self._resume
             self._resume.run = self
@@ -369,11 +371,9 @@ class Waits:
         station = self._station = StationContext(node_id, None, [], {}, 0, [], self)
         return station
 
-    def after(self: Run, *, node_id: str) -> bool:  # type: ignore[misc]
-        if node_id in self._breakpoints["after"]:
-            self._park("breakpoint", node_id, prompt=None, details={"when": "after", "station": node_id})
-            return True
-        return False
+    def park_after(self: Run, node_id: str) -> None:  # type: ignore[misc]
+        """`EngineHooks.park_after`: the breakpoint after `node_id` (`settled` found it set) parks the run."""
+        self._park("breakpoint", node_id, prompt=None, details={"when": "after", "station": node_id})
 
     def parked(self: Run, *, attempt: int, node_id: str, signal: WaitSignal) -> None:  # type: ignore[misc]
         self.parked_tasks([(None, attempt, node_id, signal)])

@@ -2,8 +2,8 @@
 
 The engine never calls a node itself. It opens `Graph.iter`, injects the pending station at
 the iterator's initial boundary with a `GraphTaskRequest`, and advances with `GraphRun.next`.
-Around every native step it tells its `EngineHooks` (the run) that a station was entered,
-settled or failed; the hooks own checkpoints and events, so this module knows nothing of the
+Around every native step it tells its `EngineHooks` (the run) that a station is entered
+(`enter`: its context and attempt, one call) and settled or failed; the hooks own checkpoints and events, so this module knows nothing of the
 store or of any view. Returned successors are checked against the pinned manifest before they
 can run.
 """
@@ -42,16 +42,21 @@ class Stop:
 class EngineHooks(Protocol):
     """What the engine reports; the run turns these into events and checkpoints."""
 
-    def entered(self, *, node_id: str) -> int | None:
-        """A station is about to run; returns the attempt number.
+    def enter(self, node_id: str, first: bool) -> tuple[StationContext, int] | Literal["waiting", "failed"]:
+        """About to run `node_id`: its context and its attempt number (its `entered` event, written).
 
-        None: the previous station's settlement, which rode with this write, was refused by the
-        store; that station is recorded failed at the head before it and the engine stops.
+        `first`: the drive's first station (a resumed wait or a parked run may hold it). "waiting": park
+        before it (a breakpoint, a wait that holds). "failed": the previous station's settlement, which
+        rode with this write, was refused by the store; that station is recorded failed at the head
+        before it and the engine stops. One call a station with `settled` (issue 27 item 1).
         """
         ...
 
-    def settled(self, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> None:
-        """The station returned; `successors` are the next nodes, or `end` holds End data."""
+    def settled(self, *, attempt: int, node_id: str, successors: Sequence[Any], end: EndMarker[Any] | None) -> bool:
+        """The station returned; `successors` are the next nodes, or `end` holds End data.
+
+        True: a breakpoint after it (never at End): the engine stops there with `park_after`.
+        """
         ...
 
     def failed(self, *, attempt: int, node_id: str, error: BaseException) -> None:
@@ -77,12 +82,8 @@ class EngineHooks(Protocol):
         """
         ...
 
-    def before(self, *, node_id: str, first: bool) -> StationContext | None:
-        """About to enter `node_id`: its context, or None to park first (a breakpoint)."""
-        ...
-
-    def after(self, *, node_id: str) -> bool:
-        """`node_id` settled (not at End): True parks the run here (a breakpoint after it)."""
+    def park_after(self, node_id: str) -> None:
+        """`node_id` settled and `settled` asked to stop after it: park the run here (a breakpoint after it)."""
         ...
 
 
@@ -114,6 +115,7 @@ async def drive(
     routing = {nid for nid in native.nodes if routing_only(native, nid)}  # pure routing: not a step
     edges = frozenset(manifest.edges)  # the permitted (source, target) pairs, looked up at every station
     set_context, reset_context = station_context.set, station_context.reset
+    enter = hooks.enter
     try:
         async with native.iter(state=state, deps=deps, infer_name=False) as graph_run:
             # Read the initial boundary before calling next(): next() on a fresh run consumes it.
@@ -125,12 +127,10 @@ async def drive(
                 if (max_steps is not None and settled >= max_steps) or (settled and (between is not None or should_pause())):
                     if stop := await _boundary(hooks, settled, step, max_steps, between, should_pause):
                         return stop
-                context = hooks.before(node_id=node_id, first=request is not None)
-                if context is None:
-                    return Stop("waiting", settled)
-                attempt = hooks.entered(node_id=node_id)
-                if attempt is None:  # the settlement it carried was refused: recorded failed
-                    return Stop("failed", settled - step)
+                entry = enter(node_id, request is not None)
+                if type(entry) is str:  # parked before it, or the settlement its write carried was refused
+                    return Stop("waiting", settled) if entry == "waiting" else Stop("failed", settled - step)
+                context, attempt = entry
                 token = set_context(context)  # the node's task copies it when it starts
                 seconds = timeouts.get(node_id) if timeouts else None
                 try:
@@ -141,7 +141,7 @@ async def drive(
                     reset_context(token)
                 request = None
                 try:
-                    nxt_id = _settle(manifest, edges, hooks, attempt, node_id, result)
+                    nxt_id, park = _settle(manifest, edges, hooks, attempt, node_id, result)
                 except Exception as exc:
                     hooks.failed(attempt=attempt, node_id=node_id, error=exc)
                     return Stop("failed", settled)
@@ -149,7 +149,8 @@ async def drive(
                 if nxt_id is None:
                     return Stop("done", settled + step)
                 settled += step
-                if hooks.after(node_id=node_id):
+                if park:
+                    hooks.park_after(node_id)
                     return Stop("waiting", settled)
                 node_id = nxt_id
     except _Leave as leave:  # a timed-out station: leaving the iterator cancels it (see _Leave)
@@ -266,13 +267,14 @@ def _not_a_node(exc: BaseException, node_id: str, manifest: Manifest) -> BaseExc
 
 def _settle(
     manifest: Manifest, edges: frozenset[tuple[str, str]], hooks: EngineHooks, attempt: int, node_id: str, result: Any
-) -> str | None:
-    """Check the station's result against the manifest's `edges` and report it; the next id, or None at End."""
+) -> tuple[str | None, bool]:
+    """Check the station's result against the manifest's `edges` and report it: the next id (None at End),
+    and whether to park after it (`EngineHooks.settled`)."""
     if isinstance(result, EndMarker):
         if (node_id, END) not in edges:
             _check_edge(manifest, node_id, END)
         hooks.settled(attempt=attempt, node_id=node_id, successors=(), end=result)
-        return None
+        return None, False
     tasks = result if type(result) is list else list(result)
     if len(tasks) != 1:
         raise UnsupportedTopologyError(
@@ -281,8 +283,8 @@ def _settle(
     nxt = tasks[0]
     if (node_id, nxt.node_id) not in edges:  # not a declared edge: the error (or the native end node's task)
         _check_edge(manifest, node_id, nxt.node_id)
-    hooks.settled(attempt=attempt, node_id=node_id, successors=(as_pending(nxt.node_id, nxt.inputs),), end=None)
-    return nxt.node_id
+    park = hooks.settled(attempt=attempt, node_id=node_id, successors=(as_pending(nxt.node_id, nxt.inputs),), end=None)
+    return nxt.node_id, park
 
 
 def _check_edge(manifest: Manifest, source: str, target: str) -> None:

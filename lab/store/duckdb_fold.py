@@ -22,7 +22,14 @@ from .dialect import DUCKDB
 from .duckdb_files import MEMORY
 from .holders import CountingLock, StoreLock, journal_slots, slot_is_free
 from .journal import Journal, JournalDamagedError, read_data, scan
-from .schema import CHECKPOINT_CONFLICTS, FOLD_NEEDS, JOURNAL_SELECT, line_limit
+from .schema import (
+    BOUNDARY_KINDS,
+    CHECKPOINT_CONFLICTS,
+    EXPAND_BOUNDARIES,
+    FOLD_NEEDS,
+    JOURNAL_SELECT,
+    line_limit,
+)
 
 __all__ = ("JournalFold", "Source")
 
@@ -183,6 +190,9 @@ class JournalFold:
                     con.execute("BEGIN")
                     self._load_journal_rows(con, sources, tmp)
                     kinds = {r[0] for r in con.execute("SELECT DISTINCT t FROM journal_rows").fetchall()}
+                    if "b" in kinds:  # boundary rows (lab/store/boundary.py) as the rows they stand for
+                        con.execute(EXPAND_BOUNDARIES)
+                        kinds |= BOUNDARY_KINDS
                     if "cp" in kinds:
                         self._refuse_checkpoint_conflict(con)
                     for stmt, needs in zip(self._fold_statements(), FOLD_NEEDS, strict=True):

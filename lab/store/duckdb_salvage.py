@@ -14,7 +14,7 @@ from ..errors import StoreError
 from .duckdb_files import OPEN, OPEN_LOCK, connect_file
 from .holders import StoreLock, journal_slots, slot_is_free
 from .journal import scan, stamp
-from .schema import FOLD_STATEMENTS, JOURNAL_SELECT, line_limit
+from .schema import EXPAND_BOUNDARIES, FOLD_STATEMENTS, JOURNAL_SELECT, line_limit
 
 __all__ = ("salvage_journal",)
 
@@ -87,7 +87,7 @@ def _salvage_one(real: str, journal: str) -> str:
                         con.execute(
                             "CREATE OR REPLACE TEMP TABLE journal_rows AS " + JOURNAL_SELECT, [probe, line_limit(len(blob))]
                         )
-                        for stmt in FOLD_STATEMENTS:
+                        for stmt in (EXPAND_BOUNDARIES, *FOLD_STATEMENTS):
                             con.execute(stmt)
                     finally:
                         con.execute("ROLLBACK")

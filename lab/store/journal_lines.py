@@ -186,7 +186,7 @@ def _dumps_unusual(row: dict[str, Any]) -> bytes:
     for key, value in clean.items():
         where = string_at(value, key, _SURROGATE.search)
         if where:
-            what = {"cp": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer"}.get(row.get("t", ""), "row")
+            what = {"cp": "checkpoint", "b": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer"}.get(row.get("t", ""), "row")
             raise UnstorableValueError(
                 f"cannot store {what} field {where} of run {row.get('run_id')}: it holds a lone surrogate "
                 "(a string that is not valid Unicode, as os.fsdecode makes of an undecodable file name), which "
@@ -206,7 +206,7 @@ def _core_line(row: dict[str, Any]) -> bytes:
 
 def _too_large(row: dict[str, Any], size: int) -> UnstorableValueError:
     """A row longer than the database reads back as one journal line: refused, naming its largest field."""
-    what = {"cp": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer", "ev": "event"}.get(row.get("t", ""), "row")
+    what = {"cp": "checkpoint", "b": "checkpoint", "run": "run", "upd": "run", "wait": "wait", "vd": "answer", "ev": "event"}.get(row.get("t", ""), "row")
     sizes = {k: len(dumps({k: v})) for k, v in row.items() if k not in ("t", "j", "tx", "end")}
     field_name = max(sizes, key=sizes.__getitem__) if sizes else "?"
     return UnstorableValueError(

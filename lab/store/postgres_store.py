@@ -36,6 +36,7 @@ from ..manifest import Manifest
 from ..records import utcnow
 from . import sql_text as q
 from .base import Store
+from .boundary import expand, has_boundary
 from .dialect import POSTGRES
 from .holders import Process
 from .journal import UnstorableValueError, dumps, string_at
@@ -390,8 +391,11 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
     def write(self, rows: Sequence[dict[str, Any]], *, sync: bool = True, hot: bool = False) -> None:
         """One transaction of rows in one round trip; `sync=False` holds it until the next write.
 
-        `hot` changes nothing here: the server checks every transaction.
+        `hot` changes nothing here: the server checks every transaction. A boundary row (`t = 'b'`) is
+        sent as the checkpoint and event rows it stands for.
         """
+        if has_boundary(rows):  # the rows a boundary row stands for (boundary.py): the same rows stored
+            rows = expand(rows)
         with self._lock:
             self._check_open()
             blob = _encode(rows)  # refuses what jsonb cannot hold before anything is sent

@@ -305,6 +305,11 @@ JOURNAL_COLUMNS: dict[str, str] = {
     "usage": "JSON",
     "worker": "JSON",
     "ended_at": "DOUBLE",
+    # a boundary row (t = 'b', lab/store/boundary.py): a checkpoint's keys, its settled event's node_id,
+    # attempt and payload as above, and these
+    "ev": "BIGINT",
+    "entered": "VARCHAR",
+    "entered_at": "DOUBLE",
 }
 """Every column a journal line may carry; `t` says which table the line belongs to.
 
@@ -316,7 +321,8 @@ JOURNAL_SELECT = (
     "make_timestamp(CAST(round(updated_at * 1000000) AS BIGINT)) AS updated_at, "
     "make_timestamp(CAST(round(resolved_at * 1000000) AS BIGINT)) AS resolved_at, "
     "make_timestamp(CAST(round(claimed_at * 1000000) AS BIGINT)) AS claimed_at, "
-    "make_timestamp(CAST(round(ended_at * 1000000) AS BIGINT)) AS ended_at) "
+    "make_timestamp(CAST(round(ended_at * 1000000) AS BIGINT)) AS ended_at, "
+    "make_timestamp(CAST(round(entered_at * 1000000) AS BIGINT)) AS entered_at) "
     "FROM read_json(?, format='newline_delimited', maximum_object_size=?, columns={"
     + ", ".join(f"'{k}': '{v}'" for k, v in JOURNAL_COLUMNS.items())
     + "})"
@@ -334,6 +340,26 @@ with a longer line is refused before anything is written."""
 def line_limit(size: int) -> int:
     """`maximum_object_size` for a journal chunk of `size` bytes: no line of it is longer."""
     return max(16 * 1024 * 1024, min(size + 1, MAX_LINE))
+
+EXPAND_BOUNDARIES = """
+INSERT INTO journal_rows BY NAME
+SELECT 'cp' AS t, j, run_id, seq, parent_seq, status, state, next, output, created_at, counters
+FROM journal_rows WHERE t = 'b'
+UNION ALL BY NAME
+SELECT 'ev' AS t, j, run_id, ev AS seq, 'settled' AS kind, node_id, attempt, seq AS checkpoint_seq, payload, created_at
+FROM journal_rows WHERE t = 'b'
+UNION ALL BY NAME
+SELECT 'ev' AS t, j, run_id, ev + 1 AS seq, 'entered' AS kind, entered AS node_id, ev + 1 AS attempt,
+       seq AS checkpoint_seq, '{}'::JSON AS payload, entered_at AS created_at
+FROM journal_rows WHERE t = 'b' AND entered IS NOT NULL
+"""
+"""A boundary row (`t = 'b'`, lab/store/boundary.py) as the checkpoint, `settled` and `entered` rows it stands
+for, added to `journal_rows` before the fold's statements (and its checkpoint check) read it; each keeps the
+boundary's line number `j`. `boundary.expand` is the same in Python (PostgreSQL's write)."""
+
+BOUNDARY_KINDS = frozenset({"cp", "ev"})
+"""The row kinds `EXPAND_BOUNDARIES` adds: a fold of boundary rows runs the statements that read them."""
+
 
 CHECKPOINT_CONFLICTS = """
 WITH cps AS (

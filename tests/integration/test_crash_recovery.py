@@ -37,6 +37,7 @@ import duckdb
 import pytest
 
 from lab import Lab
+from lab.store.boundary import expand
 from lab.store.schema import TABLES
 from tests.integration.graphs_for_tests import State, declare, entry, worker_command
 
@@ -88,7 +89,8 @@ def journal_path(db: Path) -> Path:
 
 
 def complete_journal_rows(path: Path) -> list[dict[str, Any]]:
-    """The journal's rows up to its last complete transaction (a line with `"end": true`)."""
+    """The journal's rows up to its last complete transaction (a line with `"end": true`), a boundary row
+    (lab/store/boundary.py) as the checkpoint and events it stands for."""
     if not path.exists():
         return []
     data = path.read_bytes()
@@ -102,7 +104,7 @@ def complete_journal_rows(path: Path) -> list[dict[str, Any]]:
         rows.append(row)
         if row.get("end"):
             kept = len(rows)
-    return rows[:kept]
+    return expand(rows[:kept])
 
 
 @dataclass

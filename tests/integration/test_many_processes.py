@@ -275,7 +275,7 @@ def _journalled(db: Path, out: dict[tuple[str, int], Any]) -> None:
             rows.append(row)
             if row.get("end"):
                 for r in rows:
-                    if r.get("t") == "cp":
+                    if r.get("t") in ("cp", "b"):  # a boundary row holds a checkpoint too (lab/store/boundary.py)
                         out[(r["run_id"], r["seq"])] = r["state"]
                 rows = []
 

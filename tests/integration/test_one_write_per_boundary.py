@@ -14,6 +14,7 @@ from typing import Any
 from pydantic_graph import BaseNode, End, GraphRunContext
 
 from lab import Lab
+from lab.store.boundary import expand
 from lab.store.journal import Journal
 
 SEEN: list[tuple[int, list[dict]]] = []
@@ -40,7 +41,8 @@ class Visit(BaseNode[Tally, None, int]):
 
 
 def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    """The journal's rows, a boundary row (lab/store/boundary.py) as the checkpoint and events it stands for."""
+    return expand([json.loads(line) for line in path.read_bytes().splitlines() if line.strip()])
 
 
 def _lab(tmp_path: Path) -> tuple[Lab, Any]:

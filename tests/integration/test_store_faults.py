@@ -441,6 +441,11 @@ def test_a_journal_line_that_cannot_be_folded_is_refused_and_kept(store):
 # -- 5. a revision mismatch across processes --------------------------------------------------------
 
 
+def _checkpoints(journal: bytes) -> int:
+    """Checkpoint rows in journal bytes: `cp` rows and boundary rows (lab/store/boundary.py), which hold one."""
+    return journal.count(b'"t":"cp"') + journal.count(b'"t":"b"')
+
+
 def _start_in_a_worker(db: Path, *, finish: bool) -> str:
     """Start a counter run in a worker process; let it finish, or SIGKILL it a few stations in."""
     with subprocess.Popen(
@@ -451,7 +456,7 @@ def _start_in_a_worker(db: Path, *, finish: bool) -> str:
         if not finish:  # wait until checkpoint 3 is in the journal, then kill it like a dead kernel
             journal = db.with_name(db.name + ".journal")
             deadline = time.monotonic() + 30
-            while journal.read_bytes().count(b'"t":"cp"') < 4 and time.monotonic() < deadline:
+            while _checkpoints(journal.read_bytes()) < 4 and time.monotonic() < deadline:
                 time.sleep(0.005)
             proc.kill()
         rest, err = proc.communicate(timeout=60)
