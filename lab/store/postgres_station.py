@@ -1,0 +1,164 @@
+"""A station's boundary on PostgreSQL in typed parameters: `graphlab_station(...)`.
+
+The usual write of a run (a checkpoint, its `settled` event, the next station's `entered`; or a
+checkpoint and one event when a drive stops) is the one `graphlab_write` (postgres_schema.py) applies
+row by row. Sent as one jsonb array, the server parses every number of it as `numeric` and builds an
+expression per field to take it out again (~100k instructions a write of ~636k). Here the scalar fields
+travel as typed parameters of a prepared statement (run, seqs, attempts, times) and only the JSON
+fields (state, next, output, counters, payloads) as jsonb: the same statements on the same values, the
+same checks (the run's lock, gap-free numbering from the stored events, `GLCPX`), one transaction.
+
+`station_params(rows)` recognises that shape and returns the parameters, or None: anything else (a new
+run, a run update, a key beyond the station's, a value JSON's own types cannot say without `null`, a
+NUL or a lone surrogate) takes `graphlab_write`, which also raises the errors such values deserve.
+tests/store/test_postgres_station.py proves both paths store the same rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .journal_lines import plain_json
+from .postgres_schema import REFUSE_TAKEN_CHECKPOINT, RUN_LOCK, ts
+
+__all__ = ("STATION", "STATION_NAME", "STATION_FUNCTION", "STATION_FUNCTION_SOURCE", "INSTALLED_STATION_FUNCTION", "station_params")
+
+_SIGNATURE = (
+    "f_run text, c_seq bigint, c_parent bigint, c_status text, c_state jsonb, c_next jsonb, c_output jsonb, "
+    "c_counters jsonb, c_at double precision, "
+    "a_seq bigint, a_kind text, a_node text, a_attempt bigint, a_cps bigint, a_payload jsonb, a_at double precision, "
+    "b_kind text, b_node text, b_attempt bigint, b_cps bigint, b_payload jsonb, b_at double precision"
+)
+_TYPES = ", ".join(p.split(" ", 1)[1] for p in _SIGNATURE.split(", "))
+
+STATION_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION graphlab_station({_SIGNATURE}) RETURNS void LANGUAGE plpgsql AS $fn$
+-- Graph Lab's station write (postgres_station.py): graphlab_write's row-by-row path on typed values
+DECLARE
+    c record;
+    f_seq bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock({RUN_LOCK}, hashtext(f_run));
+    INSERT INTO checkpoints (run_id, seq, parent_seq, status, state, next, output, created_at, counters)
+    VALUES (f_run, c_seq, c_parent, c_status, c_state, c_next, c_output, {ts("c_at")}, c_counters)
+    ON CONFLICT (run_id, seq) DO NOTHING;
+    IF NOT FOUND THEN  -- the id was taken: the same checkpoint again changes nothing, a different one is refused
+        SELECT k.run_id, k.seq, to_jsonb(k) - 'created_at' AS stored,
+               jsonb_build_object('parent_seq', c_parent, 'status', c_status, 'state', c_state, 'next', c_next,
+                                  'output', c_output, 'counters', c_counters) AS given
+        INTO c FROM checkpoints k
+        WHERE k.run_id = f_run AND k.seq = c_seq
+          AND (k.parent_seq IS DISTINCT FROM c_parent OR k.status IS DISTINCT FROM c_status
+            OR k.state IS DISTINCT FROM c_state OR k.next IS DISTINCT FROM c_next
+            OR k.output IS DISTINCT FROM c_output OR k.counters IS DISTINCT FROM c_counters);
+        {REFUSE_TAKEN_CHECKPOINT}
+    END IF;
+    -- numbered from the run's stored events, read after the lock: first from the writer's guess on,
+    -- then, if nothing is stored from there, the run's last of all (as graphlab_write)
+    SELECT v.seq INTO f_seq FROM events v WHERE v.run_id = f_run AND v.seq >= a_seq - 1 ORDER BY v.seq DESC LIMIT 1;
+    IF NOT FOUND THEN
+        SELECT v.seq INTO f_seq FROM events v WHERE v.run_id = f_run ORDER BY v.seq DESC LIMIT 1;
+        f_seq := coalesce(f_seq, -1);
+    END IF;
+    INSERT INTO events (run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at)
+    VALUES (f_run, f_seq + 1, a_kind, a_node, a_attempt, a_cps, a_payload, {ts("a_at")});
+    IF b_kind IS NOT NULL THEN
+        INSERT INTO events (run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at)
+        VALUES (f_run, f_seq + 2, b_kind, b_node, b_attempt, b_cps, b_payload, {ts("b_at")});
+    END IF;
+    UPDATE runs SET status = c_status, head_seq = c_seq, output = c_output, error = NULL, updated_at = {ts("c_at")}
+    WHERE run_id = f_run;
+END
+$fn$
+"""
+"""`graphlab_station(...)`: a checkpoint, then one or two events (`b_kind` NULL: one), then the run's head
+from the checkpoint, as `graphlab_write` applies those rows."""
+
+STATION_FUNCTION_SOURCE = STATION_FUNCTION.split("$fn$")[1]
+"""The body as the server keeps it: a store without it, or with another body, gets this one on open."""
+
+INSTALLED_STATION_FUNCTION = f"SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure('graphlab_station({_TYPES})')"
+
+STATION_NAME = b"graphlab_station"
+"""The name `STATION` is prepared under on the write connection."""
+STATION = ("SELECT graphlab_station(" + ", ".join(f"${i + 1}::{t}" for i, t in enumerate(_TYPES.split(", "))) + ")").encode()
+
+_CP_KEYS = frozenset({"t", "run_id", "seq", "parent_seq", "status", "state", "next", "output", "counters", "created_at"})
+_EV_KEYS = frozenset({"t", "run_id", "seq", "kind", "node_id", "attempt", "checkpoint_seq", "payload", "created_at"})
+_NUL = b"\\u0000"
+
+
+class _Other(Exception):
+    """Not a station's boundary as `graphlab_station` takes it: `graphlab_write` applies it."""
+
+
+def station_params(rows: Sequence[dict[str, Any]]) -> list[bytes | None] | None:
+    """`graphlab_station`'s parameters (libpq text format) for a checkpoint and one or two events of
+    its run, each holding no key beyond its kind's; else None."""
+    n = len(rows)
+    if n != 2 and n != 3:
+        return None
+    cp = rows[0]
+    run = cp.get("run_id")
+    if cp.get("t") != "cp" or type(run) is not str or not cp.keys() <= _CP_KEYS:
+        return None
+    try:
+        g = cp.get
+        params = [_text(run), _int(g("seq")), _int(g("parent_seq")), _text(g("status")), _json(g("state")),
+                  _json(g("next")), _json(g("output")), _json(g("counters")), _time(g("created_at"))]
+        for i in range(1, n):
+            ev = rows[i]
+            if ev.get("t") != "ev" or ev.get("run_id") != run or not ev.keys() <= _EV_KEYS:
+                return None
+            kind = ev.get("kind")
+            if type(kind) is not str:  # `b_kind` NULL means no second event
+                return None
+            g = ev.get
+            if i == 1:
+                params.append(_int(g("seq")))  # the writer's guess of the first event's number
+            params += [_text(kind), _text(g("node_id")), _int(g("attempt")), _int(g("checkpoint_seq")),
+                       _json(g("payload")), _time(g("created_at"))]
+        if n == 2:
+            params += [None] * 6
+    except _Other:
+        return None
+    return params
+
+
+def _text(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if type(value) is not str or "\x00" in value:
+        raise _Other
+    try:
+        return value.encode()
+    except UnicodeEncodeError:  # a lone surrogate: graphlab_write's encoder refuses it with its message
+        raise _Other from None
+
+
+def _int(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if type(value) is not int or not -(2**63) <= value < 2**63:
+        raise _Other
+    return b"%d" % value
+
+
+def _time(value: Any) -> bytes | None:
+    if type(value) is float:
+        if not math.isfinite(value):
+            raise _Other
+        return repr(value).encode()
+    return _int(value)
+
+
+def _json(value: Any) -> bytes | None:
+    """JSON null (a None value) is SQL NULL here, as `nullif(…, 'null')` makes it in graphlab_write."""
+    if value is None:
+        return None
+    blob = plain_json(value)
+    if blob is None or _NUL in blob:
+        raise _Other
+    return blob
