@@ -16,14 +16,16 @@ tests/store/test_postgres_station.py proves both paths store the same rows.
 
 from __future__ import annotations
 
-import math
+import struct
 from collections.abc import Sequence
 from typing import Any
 
-from .journal_lines import plain_json
+import orjson
+
+from .journal_lines import PLAIN_OPTIONS
 from .postgres_schema import REFUSE_TAKEN_CHECKPOINT, RUN_LOCK, ts
 
-__all__ = ("STATION", "STATION_NAME", "STATION_FUNCTION", "STATION_FUNCTION_SOURCE", "INSTALLED_STATION_FUNCTION", "station_params")
+__all__ = ("FORMATS", "STATION", "STATION_NAME", "STATION_FUNCTION", "STATION_FUNCTION_SOURCE", "INSTALLED_STATION_FUNCTION", "station_params")
 
 _SIGNATURE = (
     "f_run text, c_seq bigint, c_parent bigint, c_status text, c_state jsonb, c_next jsonb, c_output jsonb, "
@@ -88,6 +90,13 @@ STATION = ("SELECT graphlab_station(" + ", ".join(f"${i + 1}::{t}" for i, t in e
 _CP_KEYS = frozenset({"t", "run_id", "seq", "parent_seq", "status", "state", "next", "output", "counters", "created_at"})
 _EV_KEYS = frozenset({"t", "run_id", "seq", "kind", "node_id", "attempt", "checkpoint_seq", "payload", "created_at"})
 _NUL = b"\\u0000"
+_TEXT, _BINARY = 0, 1
+FORMATS = [_BINARY if t in ("bigint", "double precision") else _TEXT for t in _TYPES.split(", ")]
+"""Each parameter's libpq format: numbers in binary (8 bytes each: no float to text and back, and a float
+is the very double the lab holds), text and JSON as text."""
+_int8 = struct.Struct(">q").pack
+_float8 = struct.Struct(">d").pack
+_dumps = orjson.dumps
 
 
 class _Other(Exception):
@@ -95,8 +104,9 @@ class _Other(Exception):
 
 
 def station_params(rows: Sequence[dict[str, Any]]) -> list[bytes | None] | None:
-    """`graphlab_station`'s parameters (libpq text format) for a checkpoint and one or two events of
-    its run, each holding no key beyond its kind's; else None."""
+    """`graphlab_station`'s parameters (formats: `FORMATS`) for a checkpoint and one or two events of
+    its run, each holding no key beyond its kind's; else None. On the hot path of a PostgreSQL station
+    (~4 µs here, against ~1.5 µs for the one orjson call of `graphlab_write`'s array)."""
     n = len(rows)
     if n != 2 and n != 3:
         return None
@@ -104,27 +114,33 @@ def station_params(rows: Sequence[dict[str, Any]]) -> list[bytes | None] | None:
     run = cp.get("run_id")
     if cp.get("t") != "cp" or type(run) is not str or not cp.keys() <= _CP_KEYS:
         return None
+    for i in range(1, n):
+        ev = rows[i]
+        if ev.get("t") != "ev" or ev.get("run_id") != run or not ev.keys() <= _EV_KEYS or type(ev.get("kind")) is not str:
+            return None  # (a str `kind` also tells the second event is there: `b_kind` NULL, it is not)
     try:
         g = cp.get
         params = [_text(run), _int(g("seq")), _int(g("parent_seq")), _text(g("status")), _json(g("state")),
                   _json(g("next")), _json(g("output")), _json(g("counters")), _time(g("created_at"))]
-        for i in range(1, n):
-            ev = rows[i]
-            if ev.get("t") != "ev" or ev.get("run_id") != run or not ev.keys() <= _EV_KEYS:
-                return None
-            kind = ev.get("kind")
-            if type(kind) is not str:  # `b_kind` NULL means no second event
-                return None
-            g = ev.get
-            if i == 1:
-                params.append(_int(g("seq")))  # the writer's guess of the first event's number
-            params += [_text(kind), _text(g("node_id")), _int(g("attempt")), _int(g("checkpoint_seq")),
+        g = rows[1].get
+        params += [_int(g("seq")), _text(g("kind")), _text(g("node_id")), _int(g("attempt")),  # `seq`: the first
+                   _int(g("checkpoint_seq")), _json(g("payload")), _time(g("created_at"))]  # event's number guessed
+        if n == 3:
+            g = rows[2].get
+            params += [_text(g("kind")), _text(g("node_id")), _int(g("attempt")), _int(g("checkpoint_seq")),
                        _json(g("payload")), _time(g("created_at"))]
-        if n == 2:
-            params += [None] * 6
+        else:
+            params += _NO_EVENT
     except _Other:
         return None
+    # one look for a `null` (perhaps a NaN orjson wrote so) or a NUL in all the JSON: graphlab_write takes those
+    probe = b"".join([params[4] or b"", params[5] or b"", params[6] or b"", params[7] or b"", params[14] or b"", params[20] or b""])
+    if b"null" in probe or _NUL in probe:
+        return None
     return params
+
+
+_NO_EVENT: list[bytes | None] = [None] * 6
 
 
 def _text(value: Any) -> bytes | None:
@@ -141,24 +157,36 @@ def _text(value: Any) -> bytes | None:
 def _int(value: Any) -> bytes | None:
     if value is None:
         return None
-    if type(value) is not int or not -(2**63) <= value < 2**63:
+    if type(value) is not int:
         raise _Other
-    return b"%d" % value
+    try:
+        return _int8(value)
+    except struct.error:  # beyond bigint: graphlab_write says so
+        raise _Other from None
 
 
 def _time(value: Any) -> bytes | None:
+    """Seconds as float8, as the server reads graphlab_write's JSON number (the nearest double)."""
     if type(value) is float:
-        if not math.isfinite(value):
+        if value - value != 0.0:  # NaN or an infinity (`math.isfinite`, without the call)
             raise _Other
-        return repr(value).encode()
-    return _int(value)
+        return _float8(value)
+    if value is None:
+        return None
+    if type(value) is not int:
+        raise _Other
+    try:
+        return _float8(float(value))
+    except OverflowError:
+        raise _Other from None
 
 
 def _json(value: Any) -> bytes | None:
-    """JSON null (a None value) is SQL NULL here, as `nullif(…, 'null')` makes it in graphlab_write."""
+    """JSON null (a None value) is SQL NULL here, as `nullif(…, 'null')` makes it in graphlab_write; a type
+    beyond JSON's own: graphlab_write (`station_params` looks for a `null` inside or a NUL once for all)."""
     if value is None:
         return None
-    blob = plain_json(value)
-    if blob is None or _NUL in blob:
-        raise _Other
-    return blob
+    try:
+        return _dumps(value, None, PLAIN_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError
+        raise _Other from None

@@ -55,6 +55,7 @@ from .postgres_schema import (
 )
 from .postgres_session import LiveSession, check_pooled, holders, stale
 from .postgres_sql import SQL_TIMEOUT, SqlSession
+from .postgres_station import FORMATS as STATION_FORMATS
 from .postgres_station import (
     INSTALLED_STATION_FUNCTION,
     STATION,
@@ -172,7 +173,7 @@ class _WriteConnection:
 
     def send_station(self, params: list[bytes | None], *, ended: bool | None = None) -> None:
         """Apply a station's boundary as `graphlab_station`'s typed parameters (postgres_station.py)."""
-        res = self._connection(ended).pgconn.exec_prepared(STATION_NAME, params)
+        res = self._connection(ended).pgconn.exec_prepared(STATION_NAME, params, STATION_FORMATS)
         if res.status != self._pg.pq.ExecStatus.TUPLES_OK:
             raise self._pg.errors.error_from_result(res, encoding="utf-8")
 
