@@ -12,6 +12,8 @@ applied row by row, each row one plain `INSERT ... VALUES` on values plpgsql rea
 (the run's lock, the checkpoint, the last event number, each event, the run's head): about a third
 fewer instructions on the server than a statement per kind building its row set from the array,
 which any other write (a new run, waits, verdicts, breakpoints, calls, several runs) still takes.
+The usual station's boundary does not reach this function: `graphlab_station` (postgres_station.py)
+takes the same rows as typed parameters.
 
 - it first takes a transaction lock on every run the rows touch, so two writers of one run
   queue instead of interleaving;

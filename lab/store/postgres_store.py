@@ -3,7 +3,8 @@
 Same tables and columns as the DuckDB store (docs/store.md), JSON as `jsonb`. Every boundary
 is one transaction and one round trip: the rows travel as one JSON array to the server-side
 function `graphlab_write` (postgres_schema.py), which applies them under a per-run lock, on one
-pooled connection the store keeps for its writes (`_WriteConnection`). Connections come from a
+pooled connection the store keeps for its writes (`_WriteConnection`); a station's usual boundary
+goes as typed parameters to `graphlab_station` (postgres_station.py) instead. Connections come from a
 `psycopg_pool` pool; psycopg errors are translated here, once, into the lab's own errors.
 Several processes (machines) may open one store at once: each run is stepped by the process that
 holds its handle, a verdict is recorded once (the first wins). Who holds a run, across a server
