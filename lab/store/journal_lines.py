@@ -20,7 +20,7 @@ from pydantic_core import PydanticSerializationError, to_json
 from ..errors import StoreError
 from .schema import MAX_LINE
 
-__all__ = ("Encoded", "UnstorableValueError", "dumps", "encode_rows", "plain_json", "string_at")
+__all__ = ("Encoded", "PLAIN_OPTIONS", "UnstorableValueError", "dumps", "encode_rows", "plain_json", "string_at")
 
 _ESCAPED_FIELDS = frozenset({"payload", "error"})
 """Fields that only observe (event payloads, a failure's message): a lone surrogate becomes `\\udce9` text."""
@@ -36,6 +36,9 @@ raises, and the row takes pydantic-core's `to_json` as before. orjson writes NaN
 where pydantic-core writes `NaN`: a line holding `null` is written again by pydantic-core, so no value is
 stored differently. For the values orjson takes, the two write the same bytes (floats by the same shortest
 round-trip form, strings with the same escapes): tests/store/test_journal_encoder.py."""
+PLAIN_OPTIONS = _COMPILED_ONLY_PLAIN
+"""`orjson.dumps(value, None, PLAIN_OPTIONS)` is `plain_json` without its `null` check (postgres_station.py
+checks each field's bytes itself)."""
 
 
 _LAB_MADE = frozenset({"entered", "settled"})

@@ -12,6 +12,8 @@ applied row by row, each row one plain `INSERT ... VALUES` on values plpgsql rea
 (the run's lock, the checkpoint, the last event number, each event, the run's head): about a third
 fewer instructions on the server than a statement per kind building its row set from the array,
 which any other write (a new run, waits, verdicts, breakpoints, calls, several runs) still takes.
+The usual station's boundary does not reach this function: `graphlab_station` (postgres_station.py)
+takes the same rows as typed parameters.
 
 - it first takes a transaction lock on every run the rows touch, so two writers of one run
   queue instead of interleaving;
@@ -76,7 +78,8 @@ def _of(kinds: str, columns: str) -> str:
     )
 
 
-def _ts(col: str) -> str:
+def ts(col: str) -> str:
+    """Seconds since the epoch (a double) as the UTC `timestamp` the tables hold."""
     return f"(to_timestamp({col}) AT TIME ZONE 'UTC')"
 
 
@@ -91,7 +94,7 @@ _CP_COLUMNS = (
 )
 
 
-_REFUSE_TAKEN_CHECKPOINT = (
+REFUSE_TAKEN_CHECKPOINT = (
     "IF FOUND THEN RAISE EXCEPTION USING ERRCODE = 'GLCPX', MESSAGE = c.run_id, DETAIL = c.seq::text, "
     "HINT = left(c.stored::text, 300) || ' | ' || left(c.given::text, 300); END IF;"
 )
@@ -145,7 +148,7 @@ BEGIN
                 INSERT INTO events (run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at)
                 VALUES (f_run, f_seq, f_row->>'kind', f_row->>'node_id', (f_row->>'attempt')::bigint,
                         (f_row->>'checkpoint_seq')::bigint, nullif(f_row->'payload', 'null'),
-                        {_ts("(f_row->>'created_at')::double precision")});
+                        {ts("(f_row->>'created_at')::double precision")});
                 CONTINUE;
             END IF;
             f_head := f_row;
@@ -153,7 +156,7 @@ BEGIN
                 INSERT INTO checkpoints (run_id, seq, parent_seq, status, state, next, output, created_at, counters)
                 VALUES (f_run, (f_row->>'seq')::bigint, (f_row->>'parent_seq')::bigint, f_row->>'status',
                         nullif(f_row->'state', 'null'), nullif(f_row->'next', 'null'), nullif(f_row->'output', 'null'),
-                        {_ts("(f_row->>'created_at')::double precision")}, nullif(f_row->'counters', 'null'))
+                        {ts("(f_row->>'created_at')::double precision")}, nullif(f_row->'counters', 'null'))
                 ON CONFLICT (run_id, seq) DO NOTHING;
                 IF NOT FOUND THEN  -- the id was taken: the same checkpoint again changes nothing, a different one is refused
                     SELECT k.run_id, k.seq, to_jsonb(k) - 'created_at' AS stored,
@@ -169,19 +172,19 @@ BEGIN
                         OR k.next IS DISTINCT FROM nullif(f_row->'next', 'null')
                         OR k.output IS DISTINCT FROM nullif(f_row->'output', 'null')
                         OR k.counters IS DISTINCT FROM nullif(f_row->'counters', 'null'));
-                    {_REFUSE_TAKEN_CHECKPOINT}
+                    {REFUSE_TAKEN_CHECKPOINT}
                 END IF;
             END IF;
         END LOOP;
         IF f_head->>'t' = 'cp' THEN  -- the run's head: its last checkpoint or update
             UPDATE runs SET status = f_head->>'status', head_seq = (f_head->>'seq')::bigint,
                             output = nullif(f_head->'output', 'null'), error = NULL,
-                            updated_at = {_ts("coalesce((f_head->>'updated_at')::double precision, (f_head->>'created_at')::double precision)")}
+                            updated_at = {ts("coalesce((f_head->>'updated_at')::double precision, (f_head->>'created_at')::double precision)")}
             WHERE run_id = f_run;
         ELSIF f_head IS NOT NULL THEN
             UPDATE runs SET status = f_head->>'status', head_seq = (f_head->>'head_seq')::bigint,
                             output = nullif(f_head->'output', 'null'), error = nullif(f_head->'error', 'null'),
-                            updated_at = {_ts("coalesce((f_head->>'updated_at')::double precision, (f_head->>'created_at')::double precision)")}
+                            updated_at = {ts("coalesce((f_head->>'updated_at')::double precision, (f_head->>'created_at')::double precision)")}
             WHERE run_id = f_run;
         END IF;
         RETURN;
@@ -209,14 +212,14 @@ BEGIN
         INSERT INTO runs (run_id, graph_key, revision, digest, status, head_seq, durability, output, error,
                           created_at, updated_at, parent_run_id, parent_seq, breakpoints)
         SELECT run_id, graph_key, revision, digest, status, head_seq, durability, output, error,
-               {_ts("created_at")}, {_ts("updated_at")}, parent_run_id, parent_seq, breakpoints
+               {ts("created_at")}, {ts("updated_at")}, parent_run_id, parent_seq, breakpoints
         FROM {_of("'run'", _RUN_COLUMNS)} ORDER BY ord
         ON CONFLICT (run_id) DO NOTHING;
     END IF;
 
     IF n_cp > 0 THEN
         INSERT INTO checkpoints (run_id, seq, parent_seq, status, state, next, output, created_at, counters)
-        SELECT run_id, seq, parent_seq, status, state, next, output, {_ts("created_at")}, counters
+        SELECT run_id, seq, parent_seq, status, state, next, output, {ts("created_at")}, counters
         FROM {_of("'cp'", _CP_COLUMNS)} ORDER BY ord
         ON CONFLICT (run_id, seq) DO NOTHING;
         GET DIAGNOSTICS n = ROW_COUNT;
@@ -230,13 +233,13 @@ BEGIN
                 OR k.state IS DISTINCT FROM x.state OR k.next IS DISTINCT FROM x.next
                 OR k.output IS DISTINCT FROM x.output OR k.counters IS DISTINCT FROM x.counters)
             LIMIT 1;
-            {_REFUSE_TAKEN_CHECKPOINT}
+            {REFUSE_TAKEN_CHECKPOINT}
         END IF;
     END IF;
 
     IF 'wait' = ANY(kinds) THEN
         INSERT INTO waits (owner, run_id, kind, node_id, checkpoint_seq, prompt, details, prior, created_at)
-        SELECT owner, run_id, kind, node_id, checkpoint_seq, prompt, details, prior, {_ts("created_at")}
+        SELECT owner, run_id, kind, node_id, checkpoint_seq, prompt, details, prior, {ts("created_at")}
         FROM {_ROWS} WHERE t = 'wait' ORDER BY ord
         ON CONFLICT (owner) DO NOTHING;
     END IF;
@@ -244,7 +247,7 @@ BEGIN
     IF 'vd' = ANY(kinds) THEN
         FOR c IN SELECT DISTINCT ON (owner) owner, resolution, resolved_at FROM {_ROWS}
                  WHERE t = 'vd' ORDER BY owner, ord LOOP
-            UPDATE waits SET resolution = c.resolution, resolved_at = {_ts("c.resolved_at")}
+            UPDATE waits SET resolution = c.resolution, resolved_at = {ts("c.resolved_at")}
             WHERE owner = c.owner AND resolved_at IS NULL
               AND EXISTS (SELECT 1 FROM runs r WHERE r.run_id = waits.run_id AND r.status = 'waiting'
                           AND r.head_seq = waits.checkpoint_seq);
@@ -269,14 +272,14 @@ BEGIN
         INSERT INTO events (run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at)
         SELECT x.run_id, coalesce((SELECT max(v.seq) FROM events v WHERE v.run_id = x.run_id), -1)
                          + row_number() OVER (PARTITION BY x.run_id ORDER BY e.ord),
-               x.kind, x.node_id, x.attempt, x.checkpoint_seq, x.payload, {_ts("x.created_at")}
+               x.kind, x.node_id, x.attempt, x.checkpoint_seq, x.payload, {ts("x.created_at")}
         FROM {_of("'ev'", "run_id text, kind text, node_id text, attempt bigint, checkpoint_seq bigint, "
                   "payload jsonb, created_at double precision")};
     END IF;
 
     IF n_cp > 0 OR 'upd' = ANY(kinds) THEN
         UPDATE runs SET status = u.status, head_seq = u.head_seq, output = u.output, error = u.error,
-                        updated_at = {_ts("u.ts")}
+                        updated_at = {ts("u.ts")}
         FROM (SELECT DISTINCT ON (run_id) run_id, status,
                      CASE WHEN t = 'cp' THEN seq ELSE head_seq END AS head_seq, output,
                      CASE WHEN t = 'cp' THEN NULL ELSE error END AS error,
@@ -294,7 +297,7 @@ BEGIN
                y.ms, y.created_at
         FROM (SELECT x.call_id, x.run_id, x.node_id, x.checkpoint_seq, x.call_index, x.kind, x.name, x.digest,
                      x.mode, x.replayed_from, x.request, x.response, x.input_tokens, x.output_tokens, x.ms,
-                     {_ts("x.created_at")} AS created_at
+                     {ts("x.created_at")} AS created_at
               FROM {_ROWS} WHERE x.t = 'call') y
         ON CONFLICT (call_id) DO NOTHING;
     END IF;

@@ -3,7 +3,8 @@
 Same tables and columns as the DuckDB store (docs/store.md), JSON as `jsonb`. Every boundary
 is one transaction and one round trip: the rows travel as one JSON array to the server-side
 function `graphlab_write` (postgres_schema.py), which applies them under a per-run lock, on one
-pooled connection the store keeps for its writes (`_WriteConnection`). Connections come from a
+pooled connection the store keeps for its writes (`_WriteConnection`); a station's usual boundary
+goes as typed parameters to `graphlab_station` (postgres_station.py) instead. Connections come from a
 `psycopg_pool` pool; psycopg errors are translated here, once, into the lab's own errors.
 Several processes (machines) may open one store at once: each run is stepped by the process that
 holds its handle, a verdict is recorded once (the first wins). Who holds a run, across a server
@@ -56,6 +57,15 @@ from .postgres_schema import (
 )
 from .postgres_session import LiveSession, check_pooled, holders, stale
 from .postgres_sql import SQL_TIMEOUT, SqlSession
+from .postgres_station import FORMATS as STATION_FORMATS
+from .postgres_station import (
+    INSTALLED_STATION_FUNCTION,
+    STATION,
+    STATION_FUNCTION,
+    STATION_FUNCTION_SOURCE,
+    STATION_NAME,
+    station_params,
+)
 from .reads import Rows, SqlReads
 from .schema import SCHEMA_VERSION, TABLES, refuse_newer
 
@@ -163,6 +173,12 @@ class _WriteConnection:
         if res.status != self._pg.pq.ExecStatus.TUPLES_OK:
             raise self._pg.errors.error_from_result(res, encoding="utf-8")
 
+    def send_station(self, params: list[bytes | None], *, ended: bool | None = None) -> None:
+        """Apply a station's boundary as `graphlab_station`'s typed parameters (postgres_station.py)."""
+        res = self._connection(ended).pgconn.exec_prepared(STATION_NAME, params, STATION_FORMATS)
+        if res.status != self._pg.pq.ExecStatus.TUPLES_OK:
+            raise self._pg.errors.error_from_result(res, encoding="utf-8")
+
     def _connection(self, ended: bool | None = None) -> Any:
         if self._con is not None and not (stale(self._con) if ended is None else ended):
             return self._con
@@ -177,11 +193,12 @@ class _WriteConnection:
         return con
 
     def _prepare(self, pgconn: Any) -> None:
-        res = pgconn.prepare(_WRITE_NAME, _WRITE)
-        if res.status != self._pg.pq.ExecStatus.COMMAND_OK:
-            err = self._pg.errors.error_from_result(res, encoding="utf-8")
-            if not isinstance(err, self._pg.errors.DuplicatePreparedStatement):  # this session had it already
-                raise err
+        for name, statement in ((_WRITE_NAME, _WRITE), (STATION_NAME, STATION)):
+            res = pgconn.prepare(name, statement)
+            if res.status != self._pg.pq.ExecStatus.COMMAND_OK:
+                err = self._pg.errors.error_from_result(res, encoding="utf-8")
+                if not isinstance(err, self._pg.errors.DuplicatePreparedStatement):  # this session had it already
+                    raise err
 
     def drop(self) -> None:
         """Give the connection back to the pool (it discards a broken one)."""
@@ -299,9 +316,13 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
             }
             if "writers" not in present:  # migrated to 4 by an older Graph Lab
                 con.execute(WRITERS_TABLE)
-            installed = con.execute(INSTALLED_WRITE_FUNCTION).fetchone()
-            if installed is None or installed[0] != WRITE_FUNCTION_SOURCE:  # an older Graph Lab's: this one's
-                con.execute(WRITE_FUNCTION)
+            for installed_sql, source, function in (
+                (INSTALLED_WRITE_FUNCTION, WRITE_FUNCTION_SOURCE, WRITE_FUNCTION),
+                (INSTALLED_STATION_FUNCTION, STATION_FUNCTION_SOURCE, STATION_FUNCTION),
+            ):
+                installed = con.execute(installed_sql).fetchone()
+                if installed is None or installed[0] != source:  # none, or an older Graph Lab's: this one's
+                    con.execute(function)
             missing = sorted(set(TABLES) - present)
             if missing:
                 raise StoreError(
@@ -398,6 +419,11 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
             rows = expand(rows)
         with self._lock:
             self._check_open()
+            if sync and not self._buffer:
+                params = station_params(rows)  # a station's boundary: typed parameters (postgres_station.py)
+                if params is not None:
+                    self._send(params, rows)
+                    return
             blob = _encode(rows)  # refuses what jsonb cannot hold before anything is sent
             if not sync:
                 self._buffer.extend(rows)
@@ -427,7 +453,8 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
         """Nothing to fold: every write is a committed transaction (held rows are flushed)."""
         self.flush()
 
-    def _send(self, blob: bytes, rows: Sequence[dict[str, Any]]) -> None:
+    def _send(self, blob: bytes | list[bytes | None], rows: Sequence[dict[str, Any]]) -> None:
+        """The rows' JSON to `graphlab_write`, or a station's parameters (a list) to `graphlab_station`."""
         run_ids: set[str] = set()
         own: set[str] = set()  # the process writing a step of a run is its writer
         for r in rows:
@@ -444,7 +471,10 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
             raise
         pg = self._pg
         try:
-            self._writes.send(blob, ended=ended)  # one round trip, one transaction
+            if type(blob) is bytes:
+                self._writes.send(blob, ended=ended)  # one round trip, one transaction
+            else:
+                self._writes.send_station(blob, ended=ended)
         except pg.Error as exc:
             raise self._write_error(exc, rows) from None
         except Exception as exc:

@@ -3,9 +3,9 @@
 The server counts: `pg_stat_statements` (loaded by the throwaway cluster, tests/store/pgcluster.py)
 records every top-level statement each session of the test's database runs, BEGIN and COMMIT
 included. A statement is a round trip (nothing is pipelined) and, with nothing but autocommit
-statements, a transaction. So after a warm-up, driving a run must show one statement only,
-`graphlab_write`, once per settled boundary, in both durabilities, and nothing else: no pooled
-connection check, no lock or claim statement, no read.
+statements, a transaction. So after a warm-up, driving a run must show one statement per settled
+boundary (`graphlab_station` for a station's, `graphlab_write` for any other), in both durabilities,
+and nothing else: no pooled connection check, no lock or claim statement, no read.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 
 from lab import Lab
 from lab.errors import CheckpointError
+from lab.store import postgres_station
 from lab.store.postgres_session import stale
 from tests.store.graphs import Count, Tally, declare_tally
 from tests.store.pgcluster import Cluster
@@ -24,6 +25,8 @@ from tests.store.pgcluster import Cluster
 pytestmark = pytest.mark.slow
 
 STATIONS = 30
+WRITE = "SELECT graphlab_write($1::jsonb)"
+STATION = postgres_station.STATION.decode()
 
 
 @pytest.fixture
@@ -63,8 +66,9 @@ def test_a_run_sends_one_statement_per_boundary(counted: tuple[Cluster, str, str
     run.run()
     assert (run.status, run.output) == ("done", STATIONS + 1)
     sent = _statements(pg, db)
-    # each station's `entered` carries the settlement before it; the last settlement goes alone
-    assert sent == {"SELECT graphlab_write($1::jsonb)": STATIONS + 1}, sent
+    # each station's `entered` carries the settlement before it, typed (`graphlab_station`); the first
+    # `entered` (the step before settled alone) is all `graphlab_write` sends; the last settlement goes alone
+    assert sent == {WRITE: 1, STATION: STATIONS}, sent
     events = lab.events(run.id)
     assert [e.seq for e in events] == list(range(len(events)))
     assert lab.store.seqs(run.id) == list(range(STATIONS + 2))
@@ -82,7 +86,7 @@ def test_a_step_by_hand_sends_its_attempt_then_its_settlement(counted: tuple[Clu
     _reset(pg, db)
     for _ in range(5):
         run.step()
-    assert _statements(pg, db) == {"SELECT graphlab_write($1::jsonb)": 10}
+    assert _statements(pg, db) == {WRITE: 5, STATION: 5}  # the `entered` alone, then the settlement
     assert lab.store.seqs(run.id) == list(range(7))
     lab.close()
 
