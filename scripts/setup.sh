@@ -50,6 +50,16 @@ if [ "$(cat .venv-evals/.graph-lab-installed 2>/dev/null)" != "$want" ] \
     .venv-evals/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,evals]'
     echo "$want" > .venv-evals/.graph-lab-installed
 fi
+# rfc3987-syntax comes in through jupyter-events' `jsonschema[format-nongpl]`; jsonschema imports it
+# eagerly, and it builds ~38 Earley parsers at import: ~1.2 s of CPU in every process that imports
+# jsonschema (through `import ray`: every Ray worker, actor and agent; nbformat; JupyterLab), which made
+# a Ray start ~3x slower here (docs/benchmarks.md "suite27d"). Without it jsonschema checks every format
+# but `iri`/`iri-reference`, which no schema the lab, Jupyter or Ray uses asks for (jsonschema#1428).
+for venv in .venv .venv-evals; do
+    if "$venv/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('rfc3987_syntax') is None)" 2>/dev/null; then
+        "$venv/bin/python" -m pip uninstall -q -y --disable-pip-version-check rfc3987-syntax
+    fi
+done
 spec=.venv/share/jupyter/kernels/graphlab-evals
 if [ ! -f "$spec/kernel.json" ] || ! grep -q "$PWD/.venv-evals/bin/python" "$spec/kernel.json"; then
     mkdir -p "$spec"

@@ -7,6 +7,12 @@
 # summary line), never -qq.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# Bytecode is cached for the suite even where PYTHONDONTWRITEBYTECODE is set (as on this project's
+# machines): without it, every process the suite starts (kernels, killed-and-restarted children, Ray
+# workers, the two pytest workers) compiled the lab from source (~40% of `import lab`), and pytest
+# rewrote every test module's asserts again (half of a worker's collection). The caches go to the
+# __pycache__ folders .gitignore names (docs/benchmarks.md "suite27d").
+unset PYTHONDONTWRITEBYTECODE
 bash scripts/setup.sh
 lint_rc=0  # lint-imports, run by the venv's python (the console script is the same call)
 lint_out=$(.venv/bin/python -c 'import sys; from importlinter.cli import lint_imports_command as c; sys.argv[0] = "lint-imports"; sys.exit(c())' \

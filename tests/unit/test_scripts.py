@@ -81,6 +81,16 @@ def test_test_sh_passes_one_verbosity(tmp_path: Path, given: list[str], passed: 
     assert out.stdout.splitlines() == passed
 
 
+def test_test_sh_caches_bytecode_where_the_environment_says_not_to(tmp_path: Path) -> None:
+    """Both pytest runs (and every process they start) write bytecode even under
+    PYTHONDONTWRITEBYTECODE=1: the suite's kernels and killed children then import the lab compiled."""
+    root = _layout(tmp_path, python='#!/usr/bin/env bash\necho "${PYTHONDONTWRITEBYTECODE-unset}"\n')
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    out = subprocess.run(["bash", "scripts/test.sh"], cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["unset", "unset"]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
