@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 
 from pydantic_graph import BaseNode, End, GraphRunContext
@@ -38,6 +40,11 @@ class Slow(BaseNode[Tally, None, int]):
         return End(ctx.state.count)
 
 
+_AT_START = signal.getsignal(signal.SIGINT)
+"""What handles SIGINT when this process starts: Python's own unless the parent left it ignored (said
+in the failure message, since a SIGINT that never arrives has no other trace)."""
+
+
 def main(path: str) -> None:
     lab = Lab(path)
     g = lab.graph("slow", state_type=Tally, output_type=int)
@@ -46,7 +53,12 @@ def main(path: str) -> None:
         run = g.start(Slow(), state=Tally())
         try:
             run.step()
-            raise SystemExit("run.step() returned; the SIGINT never arrived")
+            raise SystemExit(
+                "run.step() returned; the SIGINT never arrived (SIGINT's handler now "
+                f"{signal.getsignal(signal.SIGINT)!r}, at the start {_AT_START!r}; threads: "
+                f"{[t.name for t in threading.enumerate()]}; run {run.status}, events "
+                f"{[e.kind for e in run.events()]})"
+            )
         except KeyboardInterrupt:
             pass
         report = {"how": how, "after_ctrl_c": run.status, "state_after_ctrl_c": run.state.count}
