@@ -48,18 +48,8 @@ class SerialHooks:
             journal.next_ev = attempt + 1
             last["entered"] = node_id
             last["entered_at"] = time.time()
-            if self._fence:
-                self._check_fence()
-            try:
-                journal.write([], sync=True, hot=True)
-            except StoreError as exc:
-                if not self._settlement_refused(exc):
-                    raise
-                return "failed"
-            self._unflushed = 0
-            self._inflight_started = time.perf_counter()
-            return context, attempt
-        if journal.observers or journal.sinks:
+            rows: list[dict[str, Any]] = []
+        elif journal.observers or journal.sinks:
             rows = [journal.event_row("entered", node_id=node_id, attempt=attempt, checkpoint_seq=self._head)]
         else:  # `journal.event_row(...)` inlined (the hot path; nobody listens, so no EventRecord is kept)
             journal.next_ev = attempt + 1
