@@ -14,12 +14,13 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from ..errors import StoreError, StoreLockedError, StorePermissionError
+from .duckdb_instance import CONFIG, MEMORY, Instance, give_back
 from .holders import CountingLock, StoreLock
 from .journal import Journal
 
@@ -33,9 +34,6 @@ __all__ = (
 
 log = logging.getLogger(__name__)
 
-MEMORY = ":memory:"
-CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-"""Every connection: no extension is installed or loaded behind the user's back (json is built in)."""
 DB = "graphlab_store"
 """The name the store's file is attached under in the store's private DuckDB instance."""
 LINGER = 0.25
@@ -48,14 +46,19 @@ OPEN_LOCK = threading.Lock()
 
 
 def release(
-    journal: Journal | None, con: duckdb.DuckDBPyConnection, tmpdir: str | None, lock: StoreLock | None
+    journal: Journal | None,
+    root: Instance,
+    con: duckdb.DuckDBPyConnection,
+    tmpdir: str | None,
+    lock: StoreLock | None,
 ) -> None:
-    """Close a store's files (on close, or when an unclosed store is collected or the process exits)."""
+    """Close a store's files (on close, or when an unclosed store is collected or the process exits).
+
+    The file is detached (synced) before the store's lock is let go; the instance is kept for the
+    next store (duckdb_instance.py)."""
     if journal is not None:
         journal.close()  # lets go of the journal slot
-    with suppress(duckdb.Error):  # closing may checkpoint a file still attached: synced
-        con.execute("SET fsync_mode = 'standard'")
-    con.close()
+    give_back(root, con)
     if lock is not None:
         lock.close()
     if tmpdir:
