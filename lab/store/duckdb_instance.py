@@ -25,6 +25,12 @@ CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": Fa
 KEEP = 1
 """Idle instances kept per process (a store open at a time is the usual case)."""
 
+_LOOK = (
+    "SELECT list(database_name) FILTER (WHERE database_name <> 'memory'), "
+    "(SELECT count(*) FROM duckdb_tables() WHERE database_name = 'memory') FROM duckdb_databases() WHERE NOT internal"
+)
+"""What a store left in its instance: the databases to detach, and the tables in the default one (none)."""
+
 Instance = duckdb.DuckDBPyConnection
 """An instance's own connection: it keeps the instance alive while idle and closes it."""
 
@@ -72,15 +78,10 @@ def give_back(root: Instance, con: duckdb.DuckDBPyConnection) -> None:
             pass
         con.execute("SET fsync_mode = 'standard'")  # a DETACH may checkpoint: never unsynced
         con.execute("USE memory")
-        for (name,) in con.execute(
-            "SELECT database_name FROM duckdb_databases() WHERE NOT internal AND database_name <> 'memory'"
-        ).fetchall():
+        attached, tables = con.execute(_LOOK).fetchone()
+        for name in attached or ():
             con.execute(f'DETACH "{name}"')
-        clean = con.execute(
-            "SELECT (SELECT count(*) FROM duckdb_databases() WHERE NOT internal) = 1 "
-            "AND (SELECT count(*) FROM duckdb_tables() WHERE database_name = 'memory') = 0 "
-            "AND (SELECT count(*) FROM duckdb_views() WHERE database_name = 'memory' AND NOT internal) = 0"
-        ).fetchone()[0]
+        clean = tables == 0
     except duckdb.Error:
         clean = False
     try:
