@@ -15,7 +15,6 @@ import contextlib
 import logging
 import os
 import tempfile
-import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -126,7 +125,6 @@ class DuckDBStore(
         """When the journals of other processes were last folded here (`held()` always folds them)."""
         self._live_journals = 1
         """Journals of live processes at that fold (they may have written since); 1 until then."""
-        self._watcher: threading.Thread | None = None
         self._lockfile: StoreLock | None = None
         self._journal: Journal | None = None
         # A private DuckDB instance for the store's life (reused once it closes: duckdb_instance.py); a
