@@ -17,19 +17,21 @@ import threading
 
 import duckdb
 
-__all__ = ("Instance", "lend", "give_back", "KEEP")
+__all__ = ("Instance", "lend", "give_back", "KEEP", "TEMPLATE")
 
 MEMORY = ":memory:"
 CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 """Every connection: no extension is installed or loaded behind the user's back (json is built in)."""
 KEEP = 1
+TEMPLATE = "graphlab_schema"
+"""An empty database with the store's tables, kept with the instance: a new store copies it (duckdb_schema.py)."""
 """Idle instances kept per process (a store open at a time is the usual case)."""
 
 _LOOK = (
-    "SELECT list(database_name) FILTER (WHERE database_name <> 'memory'), "
+    f"SELECT list(database_name) FILTER (WHERE database_name NOT IN ('memory', '{TEMPLATE}')), "
     "(SELECT count(*) FROM duckdb_tables() WHERE database_name = 'memory') FROM duckdb_databases() WHERE NOT internal"
 )
-"""What a store left in its instance: the databases to detach, and the tables in the default one (none)."""
+"""What a store left in its instance: the databases to detach (all but the template), and the tables in the default one (none)."""
 
 Instance = duckdb.DuckDBPyConnection
 """An instance's own connection: it keeps the instance alive while idle and closes it."""

@@ -14,6 +14,8 @@ import duckdb
 from ..errors import StoreError, StoreSchemaError
 from . import sql_text as q
 from .dialect import DUCKDB
+from .duckdb_files import DB
+from .duckdb_instance import TEMPLATE
 from .holders import Process
 from .schema import MIGRATIONS, SCHEMA_VERSION, refuse_newer
 from .sql_read import copy_table
@@ -137,19 +139,47 @@ class SchemaChecks:
         if gone:
             con.execute("UPDATE runs SET status = 'interrupted' WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [gone])
 
-    def _migrate(self) -> None:
+    def _migrate(self) -> bool:
+        """Bring the file to SCHEMA_VERSION; True when it had no table at all (a new store, created whole)."""
         con = self._con
         present = self._tables()
         version = self._version(present)
+        fresh = not present
         if version < SCHEMA_VERSION:
+            if fresh:
+                self._template()
             # one transaction for every step: a store is upgraded whole or not at all, and a new
             # store costs one commit (one WAL sync) instead of one per schema version
             con.execute("BEGIN")
-            for v in range(version, SCHEMA_VERSION):
-                for stmt in MIGRATIONS[v]:
-                    con.execute(stmt)
+            if fresh:  # the tables as the migrations make them, in one statement (~1 ms against ~6)
+                con.execute(f"COPY FROM DATABASE {TEMPLATE} TO {DB} (SCHEMA)")
+            else:
+                for v in range(version, SCHEMA_VERSION):
+                    for stmt in MIGRATIONS[v]:
+                        con.execute(stmt)
             con.execute(DUCKDB.upsert("meta", q.META_COLUMNS, "key"), ["schema_version", str(SCHEMA_VERSION)])
             con.execute("COMMIT")
             present = self._tables()
         self._check_tables(version, present)
+        return fresh
 
+    def _template(self) -> None:
+        """The instance's empty copy of the schema, made by every migration once (duckdb_instance.py keeps it)."""
+        con = self._con
+        if con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [TEMPLATE]).fetchone()[0]:
+            return
+        con.execute(f"ATTACH ':memory:' AS {TEMPLATE}; USE {TEMPLATE}")
+        try:
+            con.execute("BEGIN")
+            for migration in MIGRATIONS:
+                for stmt in migration:
+                    con.execute(stmt)
+            con.execute("COMMIT")
+        except BaseException:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            con.execute(f"USE {DB}; DETACH {TEMPLATE}")  # never a partial template
+            raise
+        con.execute(f"USE {DB}")

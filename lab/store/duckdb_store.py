@@ -153,8 +153,8 @@ class DuckDBStore(
                 created = not os.path.exists(path + ".lock")
                 self._lockfile = StoreLock(path + ".lock")
                 with self._session():
-                    self._migrate()
-                    self._probe()
+                    if not self._migrate():  # a new store's tables were just made: nothing to probe
+                        self._probe()
                     journal_path, fd = claim_slot(path)
                     self._journal = Journal(journal_path, fsync=fsync, fd=fd)
                     report = self._journal.recover()
