@@ -38,7 +38,8 @@ Instance = duckdb.DuckDBPyConnection
 
 _idle: list[Instance] = []
 _pid = os.getpid()
-_lock = threading.Lock()
+_lock = threading.RLock()
+"""Re-entrant: a store collected while this thread holds it (a finalizer run by the GC) gives its instance back."""
 _inherited: list[Instance] = []
 """Instances a forked child inherited: never used (their threads are the parent's) nor closed."""
 
