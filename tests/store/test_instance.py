@@ -56,7 +56,11 @@ def test_an_instance_goes_back_synced_and_detached_or_is_closed(tmp_path):
     give_back(root, con)
     assert _databases(root) <= {"memory", TEMPLATE}
     assert root.execute("SELECT current_setting('fsync_mode')").fetchone()[0].lower() == "standard"
-    assert duckdb.connect(path).execute("SELECT v FROM t").fetchall() == [(42,)]  # detached: the file is free
+    reader = duckdb.connect(path)  # detached: the file is free for another connection
+    try:
+        assert reader.execute("SELECT v FROM t").fetchall() == [(42,)]
+    finally:
+        reader.close()
 
     again, con = lend()
     assert again is root
