@@ -29,7 +29,7 @@ from .manifest import Manifest
 from .peek import PeekedRun
 from .records import Durability, EffectRecord, EventRecord, RunRecord, Status, WaitRecord
 from .reducers import check_model_options
-from .reopen import fork_stored, open_stored, recover_interrupted
+from .reopen import fork_stored, open_stored, recover_interrupted, unfinished_jobs
 from .replay import recorded
 from .retry import Retry, check_policies, check_timeouts
 from .run import Run
@@ -155,9 +155,10 @@ class Lab:
         self._providers: dict[str, Callable[[WaitRecord], Any]] = {}
         if not self.store.recovery_done:
             recover_interrupted(self.store)
-            from .agents.board import recover_jobs
+            if unfinished_jobs(self.store):  # lab.agents is imported only then (~6 ms a process)
+                from .agents.board import recover_jobs
 
-            recover_jobs(self)  # adopt what agent workers finished while no lab watched (docs/agents.md)
+                recover_jobs(self)  # adopt what agent workers finished while no lab watched (docs/agents.md)
             self.store.recovery_done = True
         _current = self
 

@@ -13,6 +13,7 @@ from .cursors import decode_pending
 from .errors import CheckpointError, RevisionMismatchError
 from .records import EventRecord, RunRecord
 from .run import Run
+from .store.jobs import JobTables
 
 if TYPE_CHECKING:
     from .lab import Lab
@@ -120,6 +121,11 @@ def recover_interrupted(store: Store) -> None:
                 rec = store.get_run(listed.run_id)  # as its writer left it (issue 24 item 2), not as listed
                 if rec.status == "running":
                     interrupt_left(store, rec)
+
+
+def unfinished_jobs(store: Store) -> bool:
+    """An agent job on the store has not ended: opening a Lab has work for `lab.agents` (`recover_jobs`)."""
+    return isinstance(store, JobTables) and not all(j.terminal for j in store.jobs())
 
 
 def interrupt_left(store: Store, rec: RunRecord) -> None:

@@ -12,16 +12,17 @@ import os
 import shutil
 import threading
 import time
-import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from ..errors import StoreError, StoreLockedError, StorePermissionError
+from .duckdb_instance import CONFIG, MEMORY, Instance, give_back
 from .holders import CountingLock, StoreLock
 from .journal import Journal
+from .lease_watch import WATCH_EVERY, watch
 
 if TYPE_CHECKING:
     from .duckdb_store import DuckDBStore
@@ -33,29 +34,29 @@ __all__ = (
 
 log = logging.getLogger(__name__)
 
-MEMORY = ":memory:"
-CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-"""Every connection: no extension is installed or loaded behind the user's back (json is built in)."""
 DB = "graphlab_store"
 """The name the store's file is attached under in the store's private DuckDB instance."""
 LINGER = 0.25
 """Seconds a process keeps the file attached after its last operation, unless another process waits."""
-WATCH_EVERY = 0.01
-"""Seconds between looks for another process waiting for the file, while this one keeps it."""
 OPEN: dict[str, DuckDBStore] = {}
 """The file stores open in this process, by real path (one store object per file per process)."""
 OPEN_LOCK = threading.Lock()
 
 
 def release(
-    journal: Journal | None, con: duckdb.DuckDBPyConnection, tmpdir: str | None, lock: StoreLock | None
+    journal: Journal | None,
+    root: Instance,
+    con: duckdb.DuckDBPyConnection,
+    tmpdir: str | None,
+    lock: StoreLock | None,
 ) -> None:
-    """Close a store's files (on close, or when an unclosed store is collected or the process exits)."""
+    """Close a store's files (on close, or when an unclosed store is collected or the process exits).
+
+    The file is detached (synced) before the store's lock is let go; the instance is kept for the
+    next store (duckdb_instance.py)."""
     if journal is not None:
         journal.close()  # lets go of the journal slot
-    with suppress(duckdb.Error):  # closing may checkpoint a file still attached: synced
-        con.execute("SET fsync_mode = 'standard'")
-    con.close()
+    give_back(root, con)
     if lock is not None:
         lock.close()
     if tmpdir:
@@ -127,7 +128,6 @@ class FileLease:
     _depth: int
     _leased: bool
     _last_use: float
-    _watcher: threading.Thread | None
     _check_open: Any
     fold: Any
     leases = 0
@@ -214,35 +214,19 @@ class FileLease:
                 self._lockfile.release()
 
     def _start_watch(self) -> None:
-        """A daemon thread that lets go of the file once another process waits or nothing used it for LINGER s.
+        """Have the process's watcher thread let go of the file once another process waits or nothing used it for LINGER s.
 
         Keeping the file attached between close operations of one process saves attaching and
         detaching (several ms each) per read; another process never waits longer than WATCH_EVERY
         for it, plus the operation under way.
         """
-        if self._watcher is not None and self._watcher.is_alive():
-            return
-        ref = weakref.ref(self)
-
-        def watch() -> None:
-            while True:
-                time.sleep(WATCH_EVERY)
-                store = ref()
-                if store is None or not store.watch_tick():
-                    return
-                del store
-
-        self._watcher = threading.Thread(target=watch, name=f"graphlab-store-{os.path.basename(self.path)}", daemon=True)
-        self._watcher.start()
+        watch(self)
 
     def watch_tick(self) -> bool:
         """One look of the watcher thread: let go of the file if another process waits or it lingered.
 
-        Returns False when the watcher should stop (the store is closed, or the file let go)."""
-        if self.closed:
-            return False
-        if not self._leased:
-            self._watcher = None
+        Returns False once there is nothing to watch (the store is closed, or the file let go)."""
+        if self.closed or not self._leased:
             return False
         assert self._lockfile is not None
         if self._lockfile.wanted() or time.monotonic() - self._last_use > LINGER:
@@ -253,6 +237,10 @@ class FileLease:
                 finally:
                     self._lock.release()
         return True
+
+    def watch_done(self) -> bool:
+        """The file is let go or the store closed (asked by the watcher thread, under its lock)."""
+        return self.closed or not self._leased
 
     @contextmanager
     def held(self) -> Iterator[None]:

@@ -14,6 +14,8 @@ import duckdb
 from ..errors import StoreError, StoreSchemaError
 from . import sql_text as q
 from .dialect import DUCKDB
+from .duckdb_files import DB
+from .duckdb_instance import TEMPLATE
 from .holders import Process
 from .schema import MIGRATIONS, SCHEMA_VERSION, refuse_newer
 from .sql_read import copy_table
@@ -22,6 +24,11 @@ __all__ = ("SchemaChecks", "TABLES_CREATED")
 
 TABLES_CREATED = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", " ".join(s for m in MIGRATIONS for s in m)))
 """Every table the migrations create: a store lacking one was edited by hand."""
+_PROBE = " UNION ALL ".join(
+    [f"SELECT count(*) FROM {table}" for table in sorted(TABLES_CREATED)]
+    + ["SELECT count(*) FROM (SELECT DISTINCT * FROM journal_marks)"]
+)
+"""`_probe`'s one statement: a count of every table, and every value of `journal_marks` read."""
 
 
 class SchemaChecks:
@@ -33,37 +40,42 @@ class SchemaChecks:
     _load_journal_rows: Any
     _fold_statements: Any
 
-    def _version(self) -> int:
-        con = self._con
+    def _tables(self) -> set[str]:
+        """The tables of the attached file (one catalog read; a file that is not a store fails here, said so)."""
         try:
-            has_meta = con.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
-            ).fetchone()[0]
-            version = 0
-            if has_meta:
-                row = con.execute(q.SCHEMA_VERSION_READ).fetchone()
-                version = int(row[0]) if row else 0
-        except ValueError:
-            raise StoreSchemaError(
-                f"the store {self.path} says its schema_version is {row[0]!r}, not a number: its meta table was "
-                "edited outside Graph Lab; restore the file from a backup, or move it aside to start a new store"
-            ) from None
+            return {
+                r[0]
+                for r in self._con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'"
+                ).fetchall()
+            }
         except duckdb.Error as exc:
-            raise StoreError(
-                f"cannot open the store {self.path}: it is damaged or not a Graph Lab store "
-                f"({str(exc).splitlines()[0]}); move the file aside to start a new store, or restore it from a backup"
-            ) from None
+            raise self._damaged(exc) from None
+
+    def _damaged(self, exc: duckdb.Error) -> StoreError:
+        return StoreError(
+            f"cannot open the store {self.path}: it is damaged or not a Graph Lab store "
+            f"({str(exc).splitlines()[0]}); move the file aside to start a new store, or restore it from a backup"
+        )
+
+    def _version(self, present: set[str]) -> int:
+        """The schema version the file says (0 without a `meta` table); a newer one is refused."""
+        version = 0
+        if "meta" in present:
+            try:
+                row = self._con.execute(q.SCHEMA_VERSION_READ).fetchone()
+                version = int(row[0]) if row else 0
+            except ValueError:
+                raise StoreSchemaError(
+                    f"the store {self.path} says its schema_version is {row[0]!r}, not a number: its meta table was "
+                    "edited outside Graph Lab; restore the file from a backup, or move it aside to start a new store"
+                ) from None
+            except duckdb.Error as exc:
+                raise self._damaged(exc) from None
         refuse_newer(f"the store {self.path}", version)
         return version
 
-    def _check_tables(self, version: int) -> None:
-        con = self._con
-        present = {
-            r[0]
-            for r in con.execute(
-                "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'"
-            ).fetchall()
-        }
+    def _check_tables(self, version: int, present: set[str]) -> None:
         missing = sorted(TABLES_CREATED - present)
         if missing:
             raise StoreError(
@@ -72,11 +84,11 @@ class SchemaChecks:
             )
 
     def _probe(self) -> None:
-        """Read every table once before anything is created beside the file (a damaged file fails here)."""
+        """Read every table once before anything is created beside the file (a damaged file fails here).
+
+        One statement for all of them: a statement costs ~0.3 ms whatever it reads."""
         try:
-            for table in sorted(TABLES_CREATED):
-                self._con.execute(f"SELECT count(*) FROM {table}").fetchone()
-            self._con.execute("SELECT * FROM journal_marks").fetchall()
+            self._con.execute(_PROBE).fetchall()
         except duckdb.Error as exc:
             raise StoreError(
                 f"cannot open the store {self.path}: it is not a DuckDB database or is damaged "
@@ -85,13 +97,14 @@ class SchemaChecks:
 
     def _check_schema(self) -> None:
         """A reader migrates nothing: an older store is read once a Lab has opened (and upgraded) it."""
-        version = self._version()
+        present = self._tables()
+        version = self._version(present)
         if version < SCHEMA_VERSION:
             raise StoreSchemaError(
                 f"the store {self.path} has schema {version} (this Graph Lab writes {SCHEMA_VERSION}); reading it "
                 f"without writing needs the current schema: open it once with Lab({self.path!r}) to upgrade it"
             )
-        self._check_tables(version)
+        self._check_tables(version, present)
 
     def _snapshot(self) -> None:
         """A reader's view: the tables as the file holds them, plus every journal folded in memory.
@@ -126,17 +139,47 @@ class SchemaChecks:
         if gone:
             con.execute("UPDATE runs SET status = 'interrupted' WHERE run_id IN (SELECT unnest(?::VARCHAR[]))", [gone])
 
-    def _migrate(self) -> None:
+    def _migrate(self) -> bool:
+        """Bring the file to SCHEMA_VERSION; True when it had no table at all (a new store, created whole)."""
         con = self._con
-        version = self._version()
+        present = self._tables()
+        version = self._version(present)
+        fresh = not present
         if version < SCHEMA_VERSION:
+            if fresh:
+                self._template()
             # one transaction for every step: a store is upgraded whole or not at all, and a new
             # store costs one commit (one WAL sync) instead of one per schema version
             con.execute("BEGIN")
-            for v in range(version, SCHEMA_VERSION):
-                for stmt in MIGRATIONS[v]:
-                    con.execute(stmt)
+            if fresh:  # the tables as the migrations make them, in one statement (~1 ms against ~6)
+                con.execute(f"COPY FROM DATABASE {TEMPLATE} TO {DB} (SCHEMA)")
+            else:
+                for v in range(version, SCHEMA_VERSION):
+                    for stmt in MIGRATIONS[v]:
+                        con.execute(stmt)
             con.execute(DUCKDB.upsert("meta", q.META_COLUMNS, "key"), ["schema_version", str(SCHEMA_VERSION)])
             con.execute("COMMIT")
-        self._check_tables(version)
+            present = self._tables()
+        self._check_tables(version, present)
+        return fresh
 
+    def _template(self) -> None:
+        """The instance's empty copy of the schema, made by every migration once (duckdb_instance.py keeps it)."""
+        con = self._con
+        if con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [TEMPLATE]).fetchone()[0]:
+            return
+        con.execute(f"ATTACH ':memory:' AS {TEMPLATE}; USE {TEMPLATE}")
+        try:
+            con.execute("BEGIN")
+            for migration in MIGRATIONS:
+                for stmt in migration:
+                    con.execute(stmt)
+            con.execute("COMMIT")
+        except BaseException:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            con.execute(f"USE {DB}; DETACH {TEMPLATE}")  # never a partial template
+            raise
+        con.execute(f"USE {DB}")

@@ -15,21 +15,19 @@ import contextlib
 import logging
 import os
 import tempfile
-import threading
 import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
-
-import duckdb
 
 from ..errors import StoreError, StoreLockedError
 from .base import Store
 from .duckdb_calls import DuckDBCalls
 from .duckdb_effects import DuckDBEffects
 from .duckdb_evals import DuckDBEvals
-from .duckdb_files import CONFIG, MEMORY, OPEN, OPEN_LOCK, FileLease, not_writable, release
+from .duckdb_files import DB, MEMORY, OPEN, OPEN_LOCK, FileLease, not_writable, release
 from .duckdb_fold import JournalFold
+from .duckdb_instance import lend
 from .duckdb_jobs import DuckDBJobs
 from .duckdb_reads import DuckDBReads
 from .duckdb_salvage import salvage_journal
@@ -127,14 +125,15 @@ class DuckDBStore(
         """When the journals of other processes were last folded here (`held()` always folds them)."""
         self._live_journals = 1
         """Journals of live processes at that fold (they may have written since); 1 until then."""
-        self._watcher: threading.Thread | None = None
         self._lockfile: StoreLock | None = None
         self._journal: Journal | None = None
-        # A private DuckDB instance for the store's life; a file store attaches its file to it only
-        # for an operation, under the store's lock, so other processes can open it in between.
-        self._con = duckdb.connect(MEMORY, config=CONFIG)
+        # A private DuckDB instance for the store's life (reused once it closes: duckdb_instance.py); a
+        # file store attaches its file to it only for an operation, under the store's lock, so other
+        # processes can open it in between; an in-memory store attaches a database of its own for good.
+        self._root, self._con = lend()
         try:
             if path == MEMORY:
+                self._con.execute(f"ATTACH ':memory:' AS {DB}; USE {DB}")
                 self._tmpdir = tempfile.mkdtemp(prefix="graphlab-")
                 self._journal = Journal(os.path.join(self._tmpdir, "journal.ndjson"), fsync=fsync)
                 self._migrate()
@@ -154,8 +153,8 @@ class DuckDBStore(
                 created = not os.path.exists(path + ".lock")
                 self._lockfile = StoreLock(path + ".lock")
                 with self._session():
-                    self._migrate()
-                    self._probe()
+                    if not self._migrate():  # a new store's tables were just made: nothing to probe
+                        self._probe()
                     journal_path, fd = claim_slot(path)
                     self._journal = Journal(journal_path, fsync=fsync, fd=fd)
                     report = self._journal.recover()
@@ -165,7 +164,7 @@ class DuckDBStore(
                     self._fold_locked()
         except BaseException as exc:
             self.closed, self._leased = True, False
-            release(self._journal, self._con, self._tmpdir, self._lockfile)
+            release(self._journal, self._root, self._con, self._tmpdir, self._lockfile)
             if locals().get("created") and self._journal is None and not isinstance(exc, StoreLockedError):
                 # a refused open leaves the folder as it found it (the file is not a store, or is newer)
                 for extra in (".lock", ".lock-wait"):
@@ -175,7 +174,9 @@ class DuckDBStore(
                 raise not_writable(path, str(exc), read_only, exc.filename) from None  # say, the journal
             raise
         # a store nobody closes (Lab(":memory:") dropped, or left at exit) still lets go of its files
-        self._finalizer = weakref.finalize(self, release, self._journal, self._con, self._tmpdir, self._lockfile)
+        self._finalizer = weakref.finalize(
+            self, release, self._journal, self._root, self._con, self._tmpdir, self._lockfile
+        )
         self._finalizer.atexit = path == MEMORY  # a file store is folded and closed by _close_all_at_exit
 
     def close(self) -> None:
