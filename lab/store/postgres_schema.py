@@ -2,7 +2,8 @@
 (`schema.py`, documented in docs/store.md), JSON as `jsonb`, times as UTC `timestamp`.
 
 `MIGRATIONS[v]` takes a store from schema v to v + 1, in step with DuckDB's: the schema
-version means the same tables on both backends (a test checks the lists are as long).
+version means the same tables and the same formats of what they hold on both backends (a test
+checks the lists are as long).
 
 A boundary is applied by one server-side function, `graphlab_write(rows jsonb)`, so a write
 is one round trip and one transaction whatever it holds. It applies the rows as DuckDB's fold
@@ -471,4 +472,6 @@ MIGRATIONS: list[list[str]] = [
     [POSTGRES.ddl(stmt) for stmt in EVAL_TABLES],
     # version 7 -> 8: report evaluators' analyses (lab/evaluate/), as DuckDB's
     [POSTGRES.ddl(q.EVAL_ANALYSES_TABLE)],
+    # version 8 -> 9: no table changes, as DuckDB's: folded fork stacks and `b` rows (schema.py)
+    [],
 ]

@@ -11,7 +11,7 @@ from ..errors import StoreSchemaError
 from . import sql_text as q
 from .dialect import DUCKDB
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 def refuse_newer(what: str, version: int) -> None:
@@ -243,6 +243,11 @@ MIGRATIONS: list[list[str]] = [
     EVAL_TABLES,
     # version 7 -> 8: the analyses of an evaluation's report evaluators (lab/evaluate/, docs/evaluate.md)
     [DUCKDB.sql(q.EVAL_ANALYSES_TABLE)],
+    # version 8 -> 9: no table changes; what the rows hold changed. A pending task's fork stack is
+    # stored folded (a frame run repeated is written once with its count, lab/fork_stacks.py), and a
+    # journal line may be a whole boundary (`"t": "b"`, boundary.py). A Graph Lab that knows up to 8
+    # would read those as damage; the version makes it say "upgrade graph-lab" instead.
+    [],
 ]
 
 JOURNAL_COLUMNS: dict[str, str] = {

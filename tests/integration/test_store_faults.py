@@ -360,6 +360,19 @@ def test_a_store_from_a_newer_schema_is_refused_and_left_byte_for_byte(store):
     assert_others_intact(db, runs)
 
 
+
+def test_a_store_this_lab_wrote_tells_a_lab_of_schema_8_to_upgrade(store, monkeypatch):
+    """Schema 9 changed no table, only what rows hold (folded fork stacks, `b` journal rows): a Graph Lab
+    that knows up to 8 must say "upgrade", not read them as damage. Its check is `refuse_newer` with 8."""
+    db, runs = store
+    digest = files_digest(db.parent)
+    monkeypatch.setattr("lab.store.schema.SCHEMA_VERSION", 8)
+    with pytest.raises(StoreSchemaError, match=r"newer Graph Lab \(schema 9; this version knows up to 8\); upgrade graph-lab"):
+        Lab(os.fspath(db))
+    assert files_digest(db.parent) == digest, "a refused open wrote to the store"
+    monkeypatch.undo()
+    assert_others_intact(db, runs)
+
 # -- 4. not a DuckDB database ------------------------------------------------------------------------
 
 
