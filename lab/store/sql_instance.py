@@ -1,0 +1,91 @@
+"""The locked DuckDB instance `lab.sql` results live in: one per process, a connection and a database per result.
+
+Why: a new DuckDB instance costs ~15 ms (DuckDB builds its catalog), more than a small query. The
+instance is made as each result's private instance was (no extension loaded, file access off,
+settings locked), once, on first use. Each result gets a new connection on it and an in-memory
+database of its own that the connection `USE`s: temp tables, `USE` and `rel.create(...)` stay with
+that result. Once the connection is collected (no relation of the result is left), its database is
+detached at the next call. The rows come in as one list parameter of text values cast back to their
+types (the instance reads no file), so a large result still gets an instance of its own (`SMALL`).
+A forked child never uses its parent's instance.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import weakref
+from collections.abc import Sequence
+
+import duckdb
+
+__all__ = ("SMALL", "result_relation")
+
+SMALL = 20_000
+"""Values (rows x columns) a result may have to live in the shared instance; a larger one gets its own."""
+CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+_lock = threading.Lock()
+_root: list[duckdb.DuckDBPyConnection] = []
+_pid = os.getpid()
+_gone: list[str] = []
+"""Databases whose connection was collected: detached at the next call (a finalizer runs no SQL)."""
+_inherited: list[duckdb.DuckDBPyConnection] = []
+"""An instance a forked child inherited: never used (its threads are the parent's) nor closed."""
+_names = itertools.count()
+
+
+def _forget_after_fork() -> None:
+    global _pid, _lock
+    _inherited.extend(_root)
+    _root.clear()
+    _gone.clear()
+    _pid = os.getpid()
+    _lock = threading.Lock()  # a parent's thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def lock_down(con: duckdb.DuckDBPyConnection) -> None:
+    """No file access and no setting changed from now on, for every connection of `con`'s instance."""
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _collected(name: str, pid: int) -> None:
+    if pid == os.getpid():
+        _gone.append(name)
+
+
+def _connection() -> tuple[duckdb.DuckDBPyConnection, str]:
+    """A new connection on the process's instance (made on first use) and the name of a new database for it."""
+    with _lock:
+        if not _root:
+            root = duckdb.connect(":memory:", config=CONFIG)
+            try:
+                lock_down(root)
+            except BaseException:
+                root.close()
+                raise
+            _root.append(root)
+        root = _root[0]
+        while _gone:
+            root.execute(f"DETACH DATABASE IF EXISTS {_gone.pop()}")
+        return root.cursor(), f"graphlab_sql_{next(_names)}"
+
+
+def result_relation(rows: list[list[str | None]], types: Sequence[str], names: Sequence[str]) -> duckdb.DuckDBPyRelation:
+    """`rows` (each value as text, or None) as the table `result`, its columns `names` cast to `types`."""
+    con, name = _connection()
+    try:
+        con.execute(f"ATTACH ':memory:' AS {name}")
+    except BaseException:
+        con.close()
+        raise
+    weakref.finalize(con, _collected, name, os.getpid())
+    con.execute(f"USE {name}")
+    select = ", ".join(f"CAST(r[{i + 1}] AS {t}) AS {n}" for i, (t, n) in enumerate(zip(types, names, strict=True)))
+    con.execute(f"CREATE TABLE result AS SELECT {select} FROM unnest(?::VARCHAR[][]) AS t(r)", [rows])
+    return con.table("result")
