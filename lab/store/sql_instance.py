@@ -2,9 +2,10 @@
 
 Why: a new DuckDB instance costs ~15 ms (DuckDB builds its catalog), more than a small query. The
 instance is made as each result's private instance was (no extension loaded, file access off,
-settings locked), once, on first use. Each result gets a new connection on it and an in-memory
-database of its own that the connection `USE`s: temp tables, `USE` and `rel.create(...)` stay with
-that result. Once the connection is collected (no relation of the result is left), its database is
+settings locked), once, on first use. Each result gets a new connection on it, holding the rows in a
+temp table (no other connection sees it), and an in-memory database of its own that the connection
+`USE`s, where `rel.create(...)` lands: temp tables, `USE` and created tables stay with that
+result. Once the connection is collected (no relation of the result is left), its database is
 detached at the next call. The rows come in as one list parameter of text values cast back to their
 types (the instance reads no file), so a large result still gets an instance of its own (`SMALL`).
 A forked child never uses its parent's instance.
@@ -87,5 +88,5 @@ def result_relation(rows: list[list[str | None]], types: Sequence[str], names: S
     weakref.finalize(con, _collected, name, os.getpid())
     con.execute(f"USE {name}")
     select = ", ".join(f"CAST(r[{i + 1}] AS {t}) AS {n}" for i, (t, n) in enumerate(zip(types, names, strict=True)))
-    con.execute(f"CREATE TABLE result AS SELECT {select} FROM unnest(?::VARCHAR[][]) AS t(r)", [rows])
+    con.execute(f"CREATE TEMP TABLE result AS SELECT {select} FROM unnest(?::VARCHAR[][]) AS t(r)", [rows])
     return con.table("result")

@@ -40,6 +40,11 @@ def test_one_calls_tables_and_use_are_gone_in_the_next_call(lab):
             second.query("r", f"select * from {name}")
     assert second.query("r", "select current_database()").fetchall() != first.query("r", "select current_database()").fetchall()
     assert second.fetchall() == [(2,)] and first.fetchall() == [(1,)]  # both still usable
+    # one result's rows are a temp table of its own connection: another call cannot name them
+    ((first_db,),) = first.query("r", "select current_database()").fetchall()
+    with pytest.raises(duckdb.CatalogException):
+        second.query("r", f"select * from {first_db}.main.result")
+    assert second.query("r", "select count(*) from duckdb_tables() where table_name = 'result'").fetchall() == [(1,)]
 
 
 @pytest.mark.parametrize(
