@@ -6,7 +6,8 @@ settings locked), once, on first use. Each result gets a new connection on it, h
 temp table (no other connection sees it), and an in-memory database of its own that the connection
 `USE`s, where `rel.create(...)` lands: temp tables, `USE` and created tables stay with that
 result. Once the connection is collected (no relation of the result is left), its database is
-detached at the next call. The rows come in as one list parameter of text values cast back to their
+detached at the next call, as is any other database a result attached, and any table or view a result
+made in the instance's default database by name is dropped. The rows come in as one list parameter of text values cast back to their
 types (the instance reads no file), so a large result still gets an instance of its own (`SMALL`).
 A forked child never uses its parent's instance.
 """
@@ -31,8 +32,17 @@ CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": Fa
 _lock = threading.Lock()
 _root: list[duckdb.DuckDBPyConnection] = []
 _pid = os.getpid()
-_gone: list[str] = []
-"""Databases whose connection was collected: detached at the next call (a finalizer runs no SQL)."""
+_live: set[str] = set()
+"""The databases of results whose connection is alive; any other is detached at the next call (a finalizer runs no SQL)."""
+_LOOK = (
+    "SELECT (SELECT list(database_name) FROM duckdb_databases() WHERE NOT internal AND database_name <> 'memory'), "
+    "(SELECT list('TABLE memory.\"' || replace(schema_name, '\"', '\"\"') || '\".\"' || replace(table_name, '\"', '\"\"') || '\"') "
+    "FROM duckdb_tables() WHERE database_name = 'memory'), "
+    "(SELECT list('VIEW memory.\"' || replace(schema_name, '\"', '\"\"') || '\".\"' || replace(view_name, '\"', '\"\"') || '\"') "
+    "FROM duckdb_views() WHERE database_name = 'memory' AND NOT internal)"
+)
+"""What results left in the instance: the databases attached (theirs, or a user's `ATTACH ':memory:'`), and
+the tables and views made in the default database by name (`memory.main.t`): dropped at the next call."""
 _inherited: list[duckdb.DuckDBPyConnection] = []
 """An instance a forked child inherited: never used (its threads are the parent's) nor closed."""
 _names = itertools.count()
@@ -42,7 +52,7 @@ def _forget_after_fork() -> None:
     global _pid, _lock
     _inherited.extend(_root)
     _root.clear()
-    _gone.clear()
+    _live.clear()
     _pid = os.getpid()
     _lock = threading.Lock()  # a parent's thread may have held it at the fork
 
@@ -58,7 +68,7 @@ def lock_down(con: duckdb.DuckDBPyConnection) -> None:
 
 def _collected(name: str, pid: int) -> None:
     if pid == os.getpid():
-        _gone.append(name)
+        _live.discard(name)
 
 
 def _connection() -> tuple[duckdb.DuckDBPyConnection, str]:
@@ -73,9 +83,15 @@ def _connection() -> tuple[duckdb.DuckDBPyConnection, str]:
                 raise
             _root.append(root)
         root = _root[0]
-        while _gone:
-            root.execute(f"DETACH DATABASE IF EXISTS {_gone.pop()}")
-        return root.cursor(), f"graphlab_sql_{next(_names)}"
+        attached, tables, views = root.execute(_LOOK).fetchall()[0]
+        for database in attached or ():
+            if database not in _live:
+                root.execute('DETACH DATABASE IF EXISTS "' + database.replace('"', '""') + '"')
+        for thing in (views or []) + (tables or []):
+            root.execute(f"DROP {thing} CASCADE")
+        name = f"graphlab_sql_{next(_names)}"
+        _live.add(name)
+        return root.cursor(), name
 
 
 def result_relation(rows: list[list[str | None]], types: Sequence[str], names: Sequence[str]) -> duckdb.DuckDBPyRelation:

@@ -1,6 +1,7 @@
 """`lab.sql` results share one locked DuckDB instance per process, each with a connection and a database of its own.
 
-Scenarios: one call's temp table, `CREATE TABLE`, `rel.create(...)` and `USE` are gone in the next call;
+Scenarios: one call's temp table, `CREATE TABLE` (also by name in the default database), `rel.create(...)`,
+`ATTACH ':memory:'` and `USE` are gone in the next call;
 the shared instance still reads and writes no file, attaches no file, installs or loads no extension and
 changes no setting; a collected result's database is detached at the next call; two threads calling at
 once each get their own rows; a large result gets an instance of its own, locked the same way; the
@@ -40,6 +41,14 @@ def test_one_calls_tables_and_use_are_gone_in_the_next_call(lab):
             second.query("r", f"select * from {name}")
     assert second.query("r", "select current_database()").fetchall() != first.query("r", "select current_database()").fetchall()
     assert second.fetchall() == [(2,)] and first.fetchall() == [(1,)]  # both still usable
+    # what a call made elsewhere by name is gone in the next call too
+    second.query("r", 'create table memory.main."a ""t" as select 1 as v')
+    second.query("r", "create view memory.main.w as select 1 as v")
+    second.query("r", "attach ':memory:' as extra")
+    third = lab.sql("select 3 as x")
+    assert third.query("r", "select count(*) from duckdb_tables() where database_name = 'memory'").fetchall() == [(0,)]
+    assert third.query("r", "select count(*) from duckdb_views() where database_name = 'memory' and not internal").fetchall() == [(0,)]
+    assert third.query("r", "select count(*) from duckdb_databases() where database_name = 'extra'").fetchall() == [(0,)]
     # one result's rows are a temp table of its own connection: another call cannot name them
     ((first_db,),) = first.query("r", "select current_database()").fetchall()
     with pytest.raises(duckdb.CatalogException):
