@@ -31,15 +31,12 @@ CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": Fa
 
 _lock = threading.Lock()
 _root: list[duckdb.DuckDBPyConnection] = []
-_pid = os.getpid()
 _live: set[str] = set()
 """The databases of results whose connection is alive; any other is detached at the next call (a finalizer runs no SQL)."""
 _LOOK = (
-    "SELECT (SELECT list(database_name) FROM duckdb_databases() WHERE NOT internal AND database_name <> 'memory'), "
-    "(SELECT list('TABLE memory.\"' || replace(schema_name, '\"', '\"\"') || '\".\"' || replace(table_name, '\"', '\"\"') || '\"') "
-    "FROM duckdb_tables() WHERE database_name = 'memory'), "
-    "(SELECT list('VIEW memory.\"' || replace(schema_name, '\"', '\"\"') || '\".\"' || replace(view_name, '\"', '\"\"') || '\"') "
-    "FROM duckdb_views() WHERE database_name = 'memory' AND NOT internal)"
+    "SELECT 'DATABASE', database_name, NULL FROM duckdb_databases() WHERE NOT internal AND database_name <> 'memory' "
+    "UNION ALL SELECT 'VIEW', schema_name, view_name FROM duckdb_views() WHERE database_name = 'memory' AND NOT internal "
+    "UNION ALL SELECT 'TABLE', schema_name, table_name FROM duckdb_tables() WHERE database_name = 'memory'"
 )
 """What results left in the instance: the databases attached (theirs, or a user's `ATTACH ':memory:'`), and
 the tables and views made in the default database by name (`memory.main.t`): dropped at the next call."""
@@ -49,11 +46,10 @@ _names = itertools.count()
 
 
 def _forget_after_fork() -> None:
-    global _pid, _lock
+    global _lock
     _inherited.extend(_root)
     _root.clear()
     _live.clear()
-    _pid = os.getpid()
     _lock = threading.Lock()  # a parent's thread may have held it at the fork
 
 
@@ -64,6 +60,10 @@ def lock_down(con: duckdb.DuckDBPyConnection) -> None:
     """No file access and no setting changed from now on, for every connection of `con`'s instance."""
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _collected(name: str, pid: int) -> None:
@@ -83,12 +83,11 @@ def _connection() -> tuple[duckdb.DuckDBPyConnection, str]:
                 raise
             _root.append(root)
         root = _root[0]
-        attached, tables, views = root.execute(_LOOK).fetchall()[0]
-        for database in attached or ():
-            if database not in _live:
-                root.execute('DETACH DATABASE IF EXISTS "' + database.replace('"', '""') + '"')
-        for thing in (views or []) + (tables or []):
-            root.execute(f"DROP {thing} CASCADE")
+        for kind, where, what in root.execute(_LOOK).fetchall():
+            if kind == "DATABASE" and where not in _live:
+                root.execute(f"DETACH DATABASE IF EXISTS {_quote(where)}")
+            elif kind != "DATABASE":
+                root.execute(f"DROP {kind} IF EXISTS memory.{_quote(where)}.{_quote(what)} CASCADE")
         name = f"graphlab_sql_{next(_names)}"
         _live.add(name)
         return root.cursor(), name
@@ -97,12 +96,12 @@ def _connection() -> tuple[duckdb.DuckDBPyConnection, str]:
 def result_relation(rows: list[list[str | None]], types: Sequence[str], names: Sequence[str]) -> duckdb.DuckDBPyRelation:
     """`rows` (each value as text, or None) as the table `result`, its columns `names` cast to `types`."""
     con, name = _connection()
+    weakref.finalize(con, _collected, name, os.getpid())
     try:
         con.execute(f"ATTACH ':memory:' AS {name}")
     except BaseException:
         con.close()
         raise
-    weakref.finalize(con, _collected, name, os.getpid())
     con.execute(f"USE {name}")
     select = ", ".join(f"CAST(r[{i + 1}] AS {t}) AS {n}" for i, (t, n) in enumerate(zip(types, names, strict=True)))
     con.execute(f"CREATE TEMP TABLE result AS SELECT {select} FROM unnest(?::VARCHAR[][]) AS t(r)", [rows])
