@@ -4,7 +4,8 @@ Reading cannot write, by construction rather than by inspecting the statement al
 whose plan writes (a data-modifying CTE, `EXPLAIN ANALYZE DELETE`) is refused; what runs, runs
 inside a transaction that is always rolled back, on a connection that loads no extension; and
 the result is copied into a private in-memory database with file access off, so the returned
-relation (`rel.query(...)`, `rel.create(...)`) reaches nothing of the store.
+relation (`rel.query(...)`, `rel.create(...)`) reaches nothing of the store. That database lives in
+the process's one locked instance (sql_instance.py), not in a new instance per call (~15 ms).
 
 A query runs on the store's file while the store's lock is held. When another process asks for
 the lock while the query runs (it holds `lock-wait`, see holders.py), or another thread of this
@@ -28,6 +29,7 @@ from typing import Any
 import duckdb
 
 from ..errors import StoreQueryError
+from .sql_instance import SMALL, lock_down, result_relation
 
 __all__ = ("GRACE", "QueryWatch", "check_statement", "copy_table", "copy_tables", "open_copy", "run_to_private")
 
@@ -120,16 +122,33 @@ def run_to_private(
         if getattr(watch, "fired", False):  # interrupted for a waiting process (a real error shows on the rerun)
             return None
         raise _sql_error(exc) from None
+    return _to_private(con, result, kept, types, explain=explain)
+
+
+def _to_private(
+    con: duckdb.DuckDBPyConnection, result: str, kept: list[bool], types: list[str], *, explain: bool
+) -> duckdb.DuckDBPyRelation:
+    """The parquet file `result` as a relation of a private database: in the process's locked instance
+    (sql_instance.py) when it is small, else in a new instance of its own, locked the same way."""
+    quoted = result.replace("'", "''")
+    source = con.sql(f"FROM read_parquet('{quoted}')")
+    names = ['"' + c.replace('"', '""') + '"' for c in source.columns]
+    # a column kept as it was has the type parquet gives back; one copied as text is cast back to its own
+    given = [str(t) for t in source.types]
+    wanted = given if explain or all(kept) else [g if keep else t for g, keep, t in zip(given, kept, types, strict=True)]
+    most = max(1, SMALL // len(names))
+    text = ", ".join(f"#{i + 1}::VARCHAR" for i in range(len(names)))
+    rows = con.execute(f"SELECT [{text}] FROM read_parquet('{quoted}') LIMIT {most + 1}").fetchall()
+    if len(rows) <= most:
+        return result_relation([r[0] for r in rows], wanted, names)
     private = duckdb.connect(":memory:", config=_CONFIG)
-    select = "*"
-    if not explain and not all(kept):
-        select = ", ".join(
-            f"#{i + 1} AS {n}" if keep else f"CAST(#{i + 1} AS {t}) AS {n}"
-            for i, (keep, t, n) in enumerate(zip(kept, types, names, strict=True))
-        )
-    private.execute(f"CREATE TABLE result AS SELECT {select} FROM read_parquet('{result}')")
-    private.execute("SET enable_external_access = false")
-    private.execute("SET lock_configuration = true")
+    try:
+        select = ", ".join(f"CAST(#{i + 1} AS {t}) AS {n}" for i, (t, n) in enumerate(zip(wanted, names, strict=True)))
+        private.execute(f"CREATE TABLE result AS SELECT {select} FROM read_parquet('{quoted}')")
+        lock_down(private)
+    except BaseException:
+        private.close()
+        raise
     return private.table("result")
 
 
