@@ -17,7 +17,7 @@ from .dialect import DUCKDB
 from .duckdb_files import DB
 from .duckdb_instance import TEMPLATE
 from .holders import Process
-from .schema import MIGRATIONS, SCHEMA_VERSION, refuse_newer
+from .schema import MIGRATIONS, SCHEMA_VERSION, stored_version
 from .sql_read import copy_table
 
 __all__ = ("SchemaChecks", "TABLES_CREATED")
@@ -60,20 +60,13 @@ class SchemaChecks:
 
     def _version(self, present: set[str]) -> int:
         """The schema version the file says (0 without a `meta` table); a newer one is refused."""
-        version = 0
+        row = None
         if "meta" in present:
             try:
                 row = self._con.execute(q.SCHEMA_VERSION_READ).fetchone()
-                version = int(row[0]) if row else 0
-            except ValueError:
-                raise StoreSchemaError(
-                    f"the store {self.path} says its schema_version is {row[0]!r}, not a number: its meta table was "
-                    "edited outside Graph Lab; restore the file from a backup, or move it aside to start a new store"
-                ) from None
             except duckdb.Error as exc:
                 raise self._damaged(exc) from None
-        refuse_newer(f"the store {self.path}", version)
-        return version
+        return stored_version(f"the store {self.path}", row[0] if row else None, "move the file aside to start a new store")
 
     def _check_tables(self, version: int, present: set[str]) -> None:
         missing = sorted(TABLES_CREATED - present)

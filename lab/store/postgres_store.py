@@ -30,7 +30,6 @@ from ..errors import (
     RunOwnedError,
     StoreError,
     StoreLockedError,
-    StoreSchemaError,
     WaitAnsweredError,
 )
 from ..manifest import Manifest
@@ -67,7 +66,7 @@ from .postgres_station import (
     station_params,
 )
 from .reads import Rows, SqlReads
-from .schema import SCHEMA_VERSION, TABLES, refuse_newer
+from .schema import SCHEMA_VERSION, TABLES, stored_version
 
 if TYPE_CHECKING:
     import psycopg
@@ -362,15 +361,9 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
         if not has_meta:
             return 0
         row = con.execute(q.SCHEMA_VERSION_READ).fetchone()
-        try:
-            version = int(row[0]) if row else 0
-        except ValueError:
-            raise StoreSchemaError(
-                f"the PostgreSQL store {self.path} says its schema_version is {row[0]!r}, not a number: its meta "
-                "table was edited outside Graph Lab; restore it from a backup, or point the lab at another database"
-            ) from None
-        refuse_newer(f"the PostgreSQL store {self.path}", version)
-        return version
+        return stored_version(
+            f"the PostgreSQL store {self.path}", row[0] if row else None, "point the lab at another database"
+        )
 
     def close(self) -> None:
         """Write what is buffered and release the connections, for every Lab in this process sharing it."""

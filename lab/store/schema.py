@@ -14,6 +14,22 @@ from .dialect import DUCKDB
 SCHEMA_VERSION = 9
 
 
+def stored_version(what: str, value: str | None, elsewhere: str) -> int:
+    """The schema version a store's `meta` row says (0 without one), a newer one refused.
+
+    `what` names the store ("the store PATH"); `elsewhere` says where a person goes instead of an
+    edited row (a backup, another file or database)."""
+    try:
+        version = int(value) if value is not None else 0
+    except ValueError:
+        raise StoreSchemaError(
+            f"{what} says its schema_version is {value!r}, not a number: its meta table was edited outside "
+            f"Graph Lab; restore it from a backup, or {elsewhere}"
+        ) from None
+    refuse_newer(what, version)
+    return version
+
+
 def refuse_newer(what: str, version: int) -> None:
     """Refuse a store whose schema `version` a newer Graph Lab wrote (`what` names it: "the store PATH")."""
     if version > SCHEMA_VERSION:
