@@ -230,17 +230,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-
 @pytest.fixture
 def page(shared_lab: SharedLab, jupyter_server: Server, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     """JupyterLab's page with nothing open: a test opens its notebook with `lab_page.open_in_lab`.
 
     After the test its documents are closed unsaved and every kernel is shut down; the page serves
     the next test only if the test passed and the page is as fresh again (`SharedLab.give_back`).
+    A test run in Notebook 7 (its `frontend` parameter) gets a page of its own, as `fresh_page`.
     """
     from playwright.sync_api import expect
 
     expect.set_options(timeout=SHOWS)
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    if params.get("frontend", "jupyterlab") != "jupyterlab":  # Notebook 7, another app: a page of its own
+        yield from _own_page(shared_lab.browser, jupyter_server)
+        return
     pg = shared_lab.take()
     try:
         yield pg
@@ -256,9 +260,14 @@ def fresh_page(browser, jupyter_server: Server):  # type: ignore[no-untyped-def]
     from playwright.sync_api import expect
 
     expect.set_options(timeout=SHOWS)
+    yield from _own_page(browser, jupyter_server)
+
+
+def _own_page(browser, jupyter_server: Server):  # type: ignore[no-untyped-def]
     context, pg = new_page(browser)
     try:
         yield pg
     finally:
         context.close()
         jupyter_server.stop_kernels()  # the next test starts from no kernels
+
