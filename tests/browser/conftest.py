@@ -1,7 +1,8 @@
 """A real JupyterLab on 127.0.0.1 with a token, driven by Debian's Chromium through Playwright.
 
-One server and one browser per session. Everything JupyterLab would read or write lives in a
-temporary directory (config, runtime, IPython, workspaces, user settings, the notebooks' copy
+One server and one browser per session, and one JupyterLab page the tests take turns in (`page`,
+tests/browser/lab_page.py: each test opens its own notebook there, with a fresh kernel). Everything
+JupyterLab would read or write lives in a temporary directory (config, runtime, IPython, workspaces, user settings, the notebooks' copy
 and their `.graphlab` store), so no old tabs, news popups or stores leak in. Playwright uses
 its own driver and the system Chromium (`/usr/bin/chromium`); no browser is ever downloaded.
 
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from .lab_page import SharedLab, new_page
 from .waits import SHOWS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -153,6 +155,7 @@ def jupyter_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
         f"--LabApp.user_settings_dir={dirs['settings']}",
         "--LabApp.news_url=",
         "--ServerApp.terminals_enabled=False",
+        "--LabApp.expose_app_in_browser=True",
     ]  # fmt: skip
     if os.geteuid() == 0:
         cmd.append("--allow-root")  # JupyterLab 4.6 refuses to run as root without it
@@ -205,25 +208,66 @@ def browser(chromium, jupyter_server: Server) -> object:  # type: ignore[no-unty
     return chromium
 
 
+@pytest.fixture(scope="package")
+def shared_lab(browser, jupyter_server: Server) -> Iterator[SharedLab]:  # type: ignore[no-untyped-def]
+    """The one JupyterLab page the package's tests take turns in (tests/browser/lab_page.py)."""
+    shared = SharedLab(browser, jupyter_server)
+    try:
+        yield shared
+    finally:
+        shared.discard()
+
+
+PHASES = pytest.StashKey[dict[str, pytest.TestReport]]()
+"""Each phase's report of a browser test (setup, call, teardown), kept by `pytest_runtest_makereport`."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Keep each phase's report on the test, so `page` knows at teardown whether the test passed."""
+    report = yield
+    item.stash.setdefault(PHASES, {})[report.when] = report
+    return report
+
+
 @pytest.fixture
-def page(browser, jupyter_server: Server):  # type: ignore[no-untyped-def]
+def page(shared_lab: SharedLab, jupyter_server: Server, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """JupyterLab's page with nothing open: a test opens its notebook with `lab_page.open_in_lab`.
+
+    After the test its documents are closed unsaved and every kernel is shut down; the page serves
+    the next test only if the test passed and the page is as fresh again (`SharedLab.give_back`).
+    A test run in Notebook 7 (its `frontend` parameter) gets a page of its own, as `fresh_page`.
+    """
     from playwright.sync_api import expect
 
     expect.set_options(timeout=SHOWS)
-    context = browser.new_context(viewport={"width": 1400, "height": 1800}, device_scale_factor=1)
-    pg = context.new_page()
-    pg.dialogs = []  # any alert() would be an escaping failure: record and dismiss it
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    if params.get("frontend", "jupyterlab") != "jupyterlab":  # Notebook 7, another app: a page of its own
+        yield from _own_page(shared_lab.browser, jupyter_server)
+        return
+    pg = shared_lab.take()
+    try:
+        yield pg
+    finally:
+        phases = request.node.stash.get(PHASES, {})
+        shared_lab.give_back(passed=bool(phases) and all(r.passed for r in phases.values()))
+        jupyter_server.stop_kernels()  # the next test starts from no kernels
 
-    def dialog(d) -> None:  # type: ignore[no-untyped-def]
-        if d.type == "beforeunload":  # a reload the test asks for (frontends.run_all): leave the page
-            d.accept()
-            return
-        pg.dialogs.append(d.message)
-        d.dismiss()
 
-    pg.on("dialog", dialog)
+@pytest.fixture
+def fresh_page(browser, jupyter_server: Server):  # type: ignore[no-untyped-def]
+    """A page in a browser context of its own, for a test that must watch everything a page loads."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=SHOWS)
+    yield from _own_page(browser, jupyter_server)
+
+
+def _own_page(browser, jupyter_server: Server):  # type: ignore[no-untyped-def]
+    context, pg = new_page(browser)
     try:
         yield pg
     finally:
         context.close()
         jupyter_server.stop_kernels()  # the next test starts from no kernels
+

@@ -13,6 +13,7 @@ import time
 import nbformat
 
 from .conftest import REPO, SCREENSHOTS, Server
+from .lab_page import open_in_lab
 from .waits import KERNEL_UP, RUN_ALL
 
 FRONTENDS = ("jupyterlab", "notebook7")
@@ -32,10 +33,9 @@ def open_notebook(page, server: Server, path: str, frontend: str) -> None:  # ty
     from playwright.sync_api import expect
 
     if frontend == "jupyterlab":
-        url = server.lab_url(path)
+        open_in_lab(page, server, path)
     else:
-        url = f"{server.url}/notebooks/{path}?token={server.token}"
-    page.goto(url)
+        page.goto(f"{server.url}/notebooks/{path}?token={server.token}")
     expect(page.locator(".jp-Notebook .jp-Cell").first).to_be_visible(timeout=KERNEL_UP)
     if frontend == "jupyterlab":
         # The toolbar says idle before the kernel exists; the status bar's "| Idle" means it is up.

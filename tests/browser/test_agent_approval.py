@@ -15,6 +15,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
 from .conftest import REPO, SCREENSHOTS, Server
+from .lab_page import open_in_lab
 from .waits import KERNEL_UP, SHOWS
 
 CELL = """import sys
@@ -40,7 +41,7 @@ def test_tool_approvals_answered_in_the_consent_panel(page, jupyter_server: Serv
     nb = new_notebook(cells=[new_code_cell(CELL.format(repo=str(REPO)))])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     nbformat.write(nb, folder / "approvals.ipynb")
-    page.goto(jupyter_server.lab_url("approvals/approvals.ipynb"))
+    open_in_lab(page, jupyter_server, "approvals/approvals.ipynb")
     expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputArea-editor").click()
     page.keyboard.press("Control+Enter")

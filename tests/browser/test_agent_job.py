@@ -20,6 +20,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
 from .conftest import REPO, SCREENSHOTS, Server
+from .lab_page import open_in_lab
 from .waits import KERNEL_UP, SHOWS
 
 CELL = """import os, sys
@@ -55,7 +56,7 @@ def test_lost_agent_job_retry_from_the_run_view(page, jupyter_server: Server, re
     nb = new_notebook(cells=[new_code_cell(CELL.format(repo=str(REPO), release=str(release)))])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     nbformat.write(nb, folder / "agent.ipynb")
-    page.goto(jupyter_server.lab_url("agent/agent.ipynb"))
+    open_in_lab(page, jupyter_server, "agent/agent.ipynb")
     expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-InputArea-editor").click()
     page.keyboard.press("Control+Enter")

@@ -18,6 +18,7 @@ import re
 import nbformat
 
 from .conftest import REPO, SCREENSHOTS, Server
+from .lab_page import open_in_lab
 from .waits import KERNEL_UP, SHOWS
 
 NOTEBOOK = "quickstart.ipynb"
@@ -49,7 +50,7 @@ def _screenshot(page, first, last) -> None:  # type: ignore[no-untyped-def]
 def test_graph_grows_cell_by_cell(page, jupyter_server: Server) -> None:  # type: ignore[no-untyped-def]
     from playwright.sync_api import expect
 
-    page.goto(jupyter_server.lab_url(f"notebooks/{NOTEBOOK}"))
+    open_in_lab(page, jupyter_server, f"notebooks/{NOTEBOOK}")
     expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     cells = page.locator(".jp-Notebook .jp-Cell")
     view_at, check_at, step_at = (

@@ -12,6 +12,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
 from .conftest import Server
+from .lab_page import open_in_lab
 from .waits import KERNEL_UP, SHOWS
 
 SLOW = """import asyncio
@@ -61,7 +62,7 @@ def test_long_run_updates_live_kernel_answers_pause_stops(page, jupyter_server: 
         "language": "python",
     }
     nbformat.write(nb, folder / "live.ipynb")
-    page.goto(jupyter_server.lab_url("live/live.ipynb"))
+    open_in_lab(page, jupyter_server, "live/live.ipynb")
     expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     cells = page.locator(".jp-Notebook .jp-Cell")
     cells.first.locator(".jp-InputArea-editor").click()

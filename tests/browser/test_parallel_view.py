@@ -20,6 +20,7 @@ import re
 import nbformat
 
 from .conftest import REPO, SCREENSHOTS, Server
+from .lab_page import open_in_lab
 from .waits import KERNEL_UP, SHOWS
 
 NOTEBOOK = "parallel.ipynb"
@@ -33,7 +34,7 @@ def _code(text: str) -> int:
 def test_fan_out_drawn_cell_by_cell_and_lit_step_by_step(page, jupyter_server: Server) -> None:  # type: ignore[no-untyped-def]
     from playwright.sync_api import expect
 
-    page.goto(jupyter_server.lab_url(jupyter_server.notebook(NOTEBOOK)))
+    open_in_lab(page, jupyter_server, jupyter_server.notebook(NOTEBOOK))
     expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     cells = page.locator(".jp-Notebook .jp-Cell")
     view_at = _code("%lab graph")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import nbformat
 
 from .conftest import REPO, SCREENSHOTS, Server
+from .lab_page import open_in_lab
 from .waits import KERNEL_UP, SHOWS
 
 NOTEBOOK = "subroutines.ipynb"
@@ -31,7 +32,7 @@ def test_widget_shows_node_local_and_feature_state_per_checkpoint(page, jupyter_
 
     from playwright.sync_api import expect
 
-    page.goto(jupyter_server.lab_url(jupyter_server.notebook(NOTEBOOK)))
+    open_in_lab(page, jupyter_server, jupyter_server.notebook(NOTEBOOK))
     expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     page.locator(".jp-Notebook .jp-Cell").first.click()
     page.keyboard.press("Escape")

@@ -14,6 +14,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
 
 from .conftest import Server
+from .lab_page import open_in_lab
 from .waits import KERNEL_UP, SHOWS
 
 DECLARE = """from dataclasses import dataclass
@@ -84,7 +85,7 @@ def test_two_notebooks_in_one_jupyterlab_step_a_run_each(page, jupyter_server: S
         expect(widget.locator(".gl-selected")).to_have_attribute("data-seq", str(to))
 
     # the first notebook: its kernel starts a run, Step moves it
-    page.goto(jupyter_server.lab_url("two/left.ipynb"))
+    open_in_lab(page, jupyter_server, "two/left.ipynb")
     expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     run_cell(0)
     left = panel.locator(".gl-run").first

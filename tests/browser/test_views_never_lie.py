@@ -37,6 +37,9 @@ def test_a_double_click_on_approve_answers_once(page, jupyter_server: Server) ->
     sql.locator(".jp-InputArea-editor").click()
     page.keyboard.press("Control+Enter")
     expect(output_of(page, sql_at).first).to_contain_text("the run is done", timeout=SHOWS)
+    # the query's table is the cell's second output: read once it shows (it can lag the print)
+    expect(output_of(page, sql_at)).to_have_count(2)
+    expect(output_of(page, sql_at).last).to_contain_text("approved")  # its header, whatever the rows
     rows = output_of(page, sql_at).last.inner_text()
     assert rows.count("true") == 1, f"one verdict is stored, not {rows.count('true')}:\n{rows}"
     message = w.locator(".gl-message")

@@ -14,6 +14,7 @@ import re
 import nbformat
 
 from .conftest import REPO, SCREENSHOTS, Server
+from .lab_page import open_in_lab
 from .waits import KERNEL_UP, SHOWS
 
 NOTEBOOK = "workflow.ipynb"
@@ -29,7 +30,7 @@ def test_checkpoint_choices_are_buttons(page, jupyter_server: Server) -> None:  
     panel offers the checkpoint's choices as buttons."""
     from playwright.sync_api import expect
 
-    page.goto(jupyter_server.lab_url(jupyter_server.notebook(NOTEBOOK)))
+    open_in_lab(page, jupyter_server, jupyter_server.notebook(NOTEBOOK))
     expect(page.get_by_text(re.compile(r"\| Idle"))).to_be_visible(timeout=KERNEL_UP)
     page.locator(".jp-Notebook .jp-Cell").first.click()
     page.keyboard.press("Escape")

@@ -15,7 +15,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.mark.parametrize("frontend", FRONTENDS)
-def test_evaluation_table_and_plots_render_offline(page, jupyter_server, frontend: str) -> None:  # noqa: F811
+def test_evaluation_table_and_plots_render_offline(fresh_page, jupyter_server, frontend: str) -> None:  # noqa: F811
+    """A page of its own (`fresh_page`): the requests watched are all the page ever made, JupyterLab's load included."""
+    page = fresh_page
     from playwright.sync_api import expect
 
     copy = jupyter_server.notebook("evaluate.ipynb")  # its own folder and store
