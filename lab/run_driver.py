@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = ("Driving",)
 
+PARK_GRACE = 5.0
+"""Seconds an answer waits for a drive that parked at its wait to let go of the run (`_let_the_park_finish`)."""
 _LIMIT_ERRORS = (f"{StepLimitError.__module__}.{StepLimitError.__qualname__}", f"{RunTimeout.__module__}.{RunTimeout.__qualname__}")
 """Failures of a run's bounds, not of a station: `run.run()` continues such a run directly."""
 
@@ -47,6 +49,27 @@ class Driving:
         try:
             yield
         finally:
+            self._busy.release()
+
+    def _let_the_park_finish(self: Run) -> None:  # type: ignore[misc]
+        """Wait, briefly, for a drive that parked at the wait being answered to let go of the run.
+
+        The run shows `waiting` from the park's write on, and a view enables its buttons then; the
+        drive still holds the run for its last steps (a provider's look, its bookkeeping), which a
+        loaded machine can stretch past a person's click. Without this wait the click failed "running
+        in another task". Not done under the store's lock (the drive's last writes need it), nor on
+        the drive's own event loop (blocking it would keep the drive from letting go).
+        """
+        if self._status != "waiting" or not self._busy.locked():
+            return
+        held = self._task
+        if held is not None:
+            try:
+                if asyncio.get_running_loop() is held[0]:
+                    return
+            except RuntimeError:  # no loop in this thread: a kernel cell, a widget's click
+                pass
+        if self._busy.acquire(timeout=PARK_GRACE):  # then the answer takes it as before
             self._busy.release()
 
     def _check_runnable(self: Run) -> None:  # type: ignore[misc]

@@ -157,8 +157,7 @@ class Waits:
         return self._answer(kind, resolution, owner, action)
 
     def _answer(self: Run, kind: WaitKind, resolution: dict[str, Any], owner: str | None, action: str) -> WaitRecord:  # type: ignore[misc]
-        # One answer wins across processes: the check and the write happen with the store held,
-        # after taking in an answer another process may have given meanwhile.
+        self._let_the_park_finish()  # one answer wins across processes: checked and written with the store held
         with self.lab.store.held():
             if self._writer is not None:
                 self._reload()

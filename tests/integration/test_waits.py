@@ -103,6 +103,30 @@ def test_approve_records_one_verdict_then_decide_routes(lab):
     assert lab.sql("select count(*) from events where kind = 'verdict' and run_id = ?", [run.id]).fetchall() == [(2,)]
 
 
+def test_an_answer_waits_for_the_drive_that_parked_to_let_go_of_the_run(lab, monkeypatch):
+    """A view shows `waiting` (and enables Approve) from the park's write on, while the drive still
+    holds the run for its last steps: a click then is answered once the drive lets go, not refused."""
+    run = parked_at_gate(lab)
+    run._busy.acquire()  # the drive that parked, not yet gone: it lets go half a second later
+    finisher = threading.Timer(0.5, run._busy.release)
+    finisher.start()
+    answered = run.approve(note="clicked early")
+    finisher.join(30)
+    assert answered.approved is True and run.status == "queued"
+    run.run()
+    assert run.status == "done" and run.state.log == ["verdict:True:clicked early"]
+    # a drive that never lets go: after the grace the answer is refused as before, and nothing is written
+    other = parked_at_gate(lab)
+    monkeypatch.setattr("lab.run_driver.PARK_GRACE", 0.05)
+    other._busy.acquire()
+    try:
+        with pytest.raises(RunStateError, match="running in another task"):
+            other.approve()
+    finally:
+        other._busy.release()
+    assert other.status == "waiting" and other.wait.open
+
+
 def test_deny_routes_back_and_the_gate_parks_again_with_a_new_owner(lab):
     run = parked_at_gate(lab)
     first = run.wait.owner
