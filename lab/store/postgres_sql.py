@@ -23,7 +23,9 @@ from typing import Any
 import duckdb
 
 from ..errors import StoreQueryError
+from .duckdb_instance import CONFIG
 from .postgres_session import stale
+from .sql_instance import lock_down
 
 __all__ = ("SqlSession", "check_query", "pg_params", "pg_query", "relation", "SQL_TIMEOUT")
 
@@ -283,7 +285,7 @@ def duck_type(pg: Any, oid: int, values: list[Any]) -> str:
 
 def relation(names: list[str], types: list[str], rows: list[tuple[Any, ...]]) -> duckdb.DuckDBPyRelation:
     """The result in a private in-memory DuckDB with file access off: it prints and displays as a table."""
-    con = duckdb.connect(":memory:", config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    con = duckdb.connect(":memory:", config=CONFIG)
     seen: dict[str, int] = {}
     cols = []
     for name, typ in zip(names, types, strict=True):
@@ -298,8 +300,7 @@ def relation(names: list[str], types: list[str], rows: list[tuple[Any, ...]]) ->
             f"INSERT INTO result VALUES ({', '.join(['?'] * len(cols))})",
             [[c(v) for c, v in zip(conv, r, strict=True)] for r in rows],
         )
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
+    lock_down(con)
     return con.table("result")
 
 

@@ -22,12 +22,13 @@ from collections.abc import Sequence
 
 import duckdb
 
+from .duckdb_instance import CONFIG
+
 __all__ = ("SMALL", "result_relation")
 
 SMALL = 10_000
 """Values (rows x columns) a result may have to live in the shared instance; a larger one gets its own
 (measured: about where text values through a parameter cost as much as a new instance, ~40 ms)."""
-CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 
 _lock = threading.Lock()
 _root: list[duckdb.DuckDBPyConnection] = []

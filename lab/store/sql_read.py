@@ -29,6 +29,7 @@ from typing import Any
 import duckdb
 
 from ..errors import StoreQueryError
+from .duckdb_instance import CONFIG
 from .sql_instance import SMALL, lock_down, result_relation
 
 __all__ = ("GRACE", "QueryWatch", "check_statement", "copy_table", "copy_tables", "open_copy", "run_to_private")
@@ -38,7 +39,6 @@ GRACE = 0.1
 POLL = 0.005
 """Seconds between two looks for a waiting process while a query runs."""
 
-_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 _READ_ONLY_TYPES = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
 _WRITE_OPERATORS = re.compile(r"INSERT|DELETE|UPDATE|MERGE|CREATE|DROP|ALTER|COPY|ATTACH|DETACH|VACUUM|CHECKPOINT|EXPORT")
 _PARQUET_LOSES = re.compile(r"HUGEINT|ENUM\(|\bBIT\b")
@@ -141,7 +141,7 @@ def _to_private(
     rows = con.execute(f"SELECT [{text}] FROM read_parquet('{quoted}') LIMIT {most + 1}").fetchall()
     if len(rows) <= most:
         return result_relation([r[0] for r in rows], wanted, names)
-    private = duckdb.connect(":memory:", config=_CONFIG)
+    private = duckdb.connect(":memory:", config=CONFIG)
     try:
         select = ", ".join(f"CAST(#{i + 1} AS {t}) AS {n}" for i, (t, n) in enumerate(zip(wanted, names, strict=True)))
         private.execute(f"CREATE TABLE result AS SELECT {select} FROM read_parquet('{quoted}')")
@@ -243,7 +243,7 @@ def copy_tables(con: duckdb.DuckDBPyConnection, query: str, present: Sequence[st
 
 def open_copy(path: str) -> duckdb.DuckDBPyConnection:
     """The copied tables, read-only, in a DuckDB instance of their own."""
-    return duckdb.connect(path, read_only=True, config=_CONFIG)
+    return duckdb.connect(path, read_only=True, config=CONFIG)
 
 
 def copy_table(con: duckdb.DuckDBPyConnection, source: str, table: str, create: str, into: str) -> None:
