@@ -172,16 +172,21 @@ def _calls(calls: list[dict[str, Any]]) -> str:
     if not calls:
         return '<p class="gl-note">its recorded calls: none</p>'
     rows = "".join(
-        f'<tr class="gl-call-{escape(c["mode"])}"><td>{escape(str(c["attempt"]))}</td>'
+        f'<tr class="gl-call-{escape(c["mode"])}"><td>{_entered(c["attempt"])}</td>'
         f"<td>{escape(c['kind'])} {escape(c['name'])} #{c['index']}</td>"
         f"<td>{'↺ replayed' if c['mode'] == 'replayed' else '● live'}</td>"
         f"<td>{c['tokens']}</td><td>{c['saved_tokens']}</td></tr>"
         for c in calls
     )
     return (
-        f'<p>its recorded calls ({len(calls)}):</p><table class="gl-calls-first"><tr><th>try</th><th>call</th>'
+        f'<p>its recorded calls ({len(calls)}):</p><table class="gl-calls-first"><tr><th>entered</th><th>call</th>'
         f"<th>mode</th><th>tokens</th><th>tokens saved</th></tr>{rows}</table>"
     )
+
+
+def _entered(attempt: object) -> str:
+    """The station try a call belongs to, as the event log numbers it: its `entered` event (not a try count)."""
+    return "-" if attempt is None else f"event {escape(str(attempt))}"
 
 
 COMPARISON_STYLE = """

@@ -420,11 +420,11 @@ SCRIPT = r"""
     if (!list.length) { box.appendChild(el("p", "gl-note", "no recorded calls")); return; }
     box.appendChild(el("p", "gl-sub", live + " live · " + (list.length - live) + " replayed · " + saved + " tokens saved" +
       (list.length > 1000 ? " (the first 1000 shown)" : "")));
-    box.appendChild(table(["station", "from checkpoint", "try", "call", "mode", "tokens", "tokens saved", "ms", "at", ""],
+    box.appendChild(table(["station", "from checkpoint", "entered", "call", "mode", "tokens", "tokens saved", "ms", "at", ""],
       list.slice(0, 1000).map(function (c) {
         var go = el("button", "gl-go", "show");
         go.addEventListener("click", function () { viewer.show(c.cp); });
-        return { cls: "gl-call-" + c.mode, cells: [c.node, c.cp, c.attempt, c.kind + " " + c.name + " #" + c.index,
+        return { cls: "gl-call-" + c.mode, cells: [c.node, c.cp, c.attempt == null ? "-" : "event " + c.attempt, c.kind + " " + c.name + " #" + c.index,
           c.mode === "replayed" ? "↺ replayed" : "● live", c.tokens, c.saved_tokens, c.ms, c.at, go] };
       })));
   }

@@ -248,6 +248,7 @@ def test_the_calls_panel_shows_live_and_replayed_calls(offline_page, tmp_path) -
         run.run()
         saved = sum(c.tokens for c in run.calls() if c.mode == "replayed")
         path = run.export_html(tmp_path / "calls.html")
+        first_entered = next(e.seq for e in run.events("entered") if e.node_id == "Research")
     finally:
         lab.close()
     pg = offline_page
@@ -256,6 +257,10 @@ def test_the_calls_panel_shows_live_and_replayed_calls(offline_page, tmp_path) -
     text = panel.inner_text()
     assert "Recorded calls (9)" in text and f"5 live · 4 replayed · {saved} tokens saved" in text
     assert panel.locator("tr.gl-call-replayed").count() == 4 and "↺ replayed" in text
+    # each call's try is named by its `entered` event, as the event log numbers it
+    header = panel.locator("tr").first.inner_text()
+    assert "entered" in header and "try" not in header
+    assert panel.locator("tr.gl-call-live").first.locator("td").nth(2).inner_text() == f"event {first_entered}"
     panel.locator("tr.gl-call-live button.gl-go").nth(3).click()  # the first branch's Review call, from checkpoint 3
     assert pg.locator("section.gl-run .gl-label").get_attribute("data-seq") == "3"
     assert pg.dialogs == [] and pg.errors == []

@@ -72,6 +72,9 @@ def test_the_comparison_shows_the_first_differing_stations_calls(lab, tmp_path) 
     assert first["b"]["calls"] == [b_call]
     html = CompareView(cmp).summary.value
     assert "its recorded calls (1)" in html and "● live" in html
+    # the try a call belongs to is named by its `entered` event, as the event log numbers it (not "try 19")
+    entered = next(e.seq for e in fork.events("entered") if e.node_id == "Review")
+    assert b_call["attempt"] == entered and "<th>entered</th>" in html and f"<td>event {entered}</td>" in html
     page = (lab.export_html([run, fork], tmp_path / "cmp.html")).read_text()
     assert page.count('class="gl-calls-first"') == 2
 
