@@ -9,7 +9,9 @@ advisory locks, ending or signalling other sessions, replication slots and origi
 `set_config`, `dblink`, server files and large objects, WAL and backup control, `pg_notify`,
 and the functions that run a query given as text (`query_to_xml`, `ts_stat`, ...). A team can
 give `lab.sql` a least-privilege role of its own (docs/scale.md): `Lab(url, sql_url=...)`.
-The result comes back as a private in-memory DuckDB relation, as on the embedded store.
+The result comes back as a private in-memory DuckDB relation, as on the embedded store: a small one
+of plain columns as a database of its own in the process's locked instance (sql_instance.py), which
+saves a new DuckDB instance a call (~15-30 ms); any other in an instance of its own.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -25,7 +28,7 @@ import duckdb
 from ..errors import StoreQueryError
 from .duckdb_instance import CONFIG
 from .postgres_session import stale
-from .sql_instance import lock_down
+from .sql_instance import SMALL, lock_down, result_relation
 
 __all__ = ("SqlSession", "check_query", "pg_params", "pg_query", "relation", "SQL_TIMEOUT")
 
@@ -283,16 +286,45 @@ def duck_type(pg: Any, oid: int, values: list[Any]) -> str:
     return SIMPLE_TYPES.get(name, "VARCHAR")
 
 
+_AS_TEXT: dict[str, Callable[[Any], str]] = {
+    "BOOLEAN": lambda v: "true" if v else "false",
+    "SMALLINT": str,
+    "INTEGER": str,
+    "BIGINT": str,
+    "HUGEINT": lambda v: str(int(v)),
+    "REAL": repr,
+    "DOUBLE": lambda v: repr(float(v)),
+    "VARCHAR": lambda v: v if isinstance(v, str) else str(v),
+    "JSON": json.dumps,
+    "UUID": str,
+    "TIMESTAMP": lambda v: v.isoformat(sep=" "),
+    "TIMESTAMPTZ": lambda v: v.isoformat(sep=" "),
+    "DATE": lambda v: v.isoformat(),
+    "TIME": lambda v: v.isoformat(),
+}
+"""The column types whose values DuckDB reads back from text exactly as it takes them as parameters (`to_duck`):
+a result of these alone lives in the process's locked instance (sql_instance.py) when it is small."""
+
+
 def relation(names: list[str], types: list[str], rows: list[tuple[Any, ...]]) -> duckdb.DuckDBPyRelation:
-    """The result in a private in-memory DuckDB with file access off: it prints and displays as a table."""
-    con = duckdb.connect(":memory:", config=CONFIG)
+    """The result in a private in-memory DuckDB with file access off: it prints and displays as a table.
+
+    Small results of plain columns (`_AS_TEXT`) go to the process's locked instance, a database of their
+    own there (a new instance costs ~15 ms); the others get an instance of their own, locked the same way.
+    """
     seen: dict[str, int] = {}
-    cols = []
+    quoted, cols = [], []
     for name, typ in zip(names, types, strict=True):
         n = seen.get(name, 0)
         seen[name] = n + 1
         unique = name if n == 0 else f"{name}_{n}"
-        cols.append(f'"{unique.replace(chr(34), chr(34) * 2)}" {typ}')
+        quoted.append(f'"{unique.replace(chr(34), chr(34) * 2)}"')
+        cols.append(f"{quoted[-1]} {typ}")
+    if cols and len(rows) * len(cols) <= SMALL and all(t in _AS_TEXT for t in types):
+        text = [_AS_TEXT[t] for t in types]
+        values = [[None if v is None else f(v) for f, v in zip(text, r, strict=True)] for r in rows]
+        return result_relation(values, types, quoted)
+    con = duckdb.connect(":memory:", config=CONFIG)
     con.execute(f"CREATE TABLE result ({', '.join(cols) or 'empty INTEGER'})")
     if rows and cols:
         conv = [to_duck(t) for t in types]

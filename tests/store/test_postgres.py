@@ -190,6 +190,47 @@ def test_sql_on_postgres_keeps_its_own_operators_and_types(pg_url: str) -> None:
     lab.close()
 
 
+EDGES = """
+select x.*, '2024-01-02 03:04:05.123456'::timestamp + x.i * interval '1 day' as ts,
+  '0999-01-01 00:00:00+05:30'::timestamptz as tz, '2024-02-29'::date as day, '01:02:03.000004'::time as tod
+from (values
+  (1, true, 7::int2, 9223372036854775807::int8, 170141183460469231731687303715884105727::numeric,
+   1.25::numeric, 3.4028235e38::float4, 'NaN'::float8, 'it''s "q" ü ☃', '{"a": [1, {"b": null}]}'::jsonb,
+   'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid),
+  (2, false, -1::int2, -5::int8, 0::numeric, -0.5::numeric, -0.0::float4, '-Infinity'::float8, '', 'null'::jsonb, null),
+  (3, null, null, null, null, null, null, 1e-310::float8, null, '"s"'::jsonb, null)
+) as x(i, b, small, big, whole, frac, r, d, t, j, u) order by x.i
+"""
+
+
+def test_a_small_sql_result_on_postgres_lives_in_the_shared_instance_and_reads_as_a_private_one(pg_url: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`lab.sql` on PostgreSQL: a small result of plain columns is a database in the process's locked
+    instance (no new instance per call), and gives back exactly what a private instance gives: values,
+    NaN, infinities, -0.0, a HUGEINT, JSON, quotes, times and NULLs, and the same column types."""
+    import math
+
+    from lab.store import postgres_sql
+
+    lab = Lab(pg_url)
+    try:
+        shared = lab.sql(EDGES)
+        assert shared.query("r", "select current_database()").fetchall()[0][0].startswith("graphlab_sql_")
+        monkeypatch.setattr(postgres_sql, "SMALL", 0)  # every result gets an instance of its own
+        private = lab.sql(EDGES)
+        assert private.query("r", "select current_database()").fetchall()[0][0] == "memory"
+        assert shared.types == private.types and shared.columns == private.columns
+        a, b = shared.fetchall(), private.fetchall()
+        assert [str(v) for v in a[0][:7]] == [str(v) for v in b[0][:7]] and math.isnan(a[0][7]) and math.isnan(b[0][7])
+        assert a[1:] == b[1:] and a[0][8:] == b[0][8:]
+        assert math.copysign(1, a[1][6]) == -1.0 and a[0][4] == 170141183460469231731687303715884105727
+        monkeypatch.undo()
+        wide = lab.sql("select g, g::text as s from generate_series(1, 6000) as g")  # 12,000 values: its own instance
+        assert wide.query("r", "select current_database()").fetchall()[0][0] == "memory"
+        assert wide.aggregate("count(*), sum(g)").fetchall() == [(6000, 18003000)]
+    finally:
+        lab.close()
+
+
 @pytest.mark.parametrize(
     ("url", "says"),
     [
