@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from .journal_lines import PLAIN_OPTIONS
-from .postgres_schema import REFUSE_TAKEN_CHECKPOINT, RUN_LOCK
+from .postgres_schema import REFUSE_TAKEN_CHECKPOINT, RUN_LOCK, ts
 
 __all__ = (
     "FORMATS", "STATION", "STATION_NAME", "STATION_FUNCTION", "STATION_FUNCTION_SOURCE", "INSTALLED_STATION_FUNCTION",
@@ -35,9 +35,9 @@ __all__ = (
 
 _SIGNATURE = (
     "f_run text, c_seq bigint, c_parent bigint, c_status text, c_state jsonb, c_next jsonb, c_output jsonb, "
-    "c_counters jsonb, c_at timestamp, "
-    "a_seq bigint, a_kind text, a_node text, a_attempt bigint, a_cps bigint, a_payload jsonb, a_at timestamp, "
-    "b_kind text, b_node text, b_attempt bigint, b_cps bigint, b_payload jsonb, b_at timestamp"
+    "c_counters jsonb, c_at double precision, "
+    "a_seq bigint, a_kind text, a_node text, a_attempt bigint, a_cps bigint, a_payload jsonb, a_at double precision, "
+    "b_kind text, b_node text, b_attempt bigint, b_cps bigint, b_payload jsonb, b_at double precision"
 )
 _TYPES = ", ".join(p.split(" ", 1)[1] for p in _SIGNATURE.split(", "))
 
@@ -50,7 +50,7 @@ DECLARE
 BEGIN
     PERFORM pg_advisory_xact_lock({RUN_LOCK}, hashtext(f_run));
     INSERT INTO checkpoints (run_id, seq, parent_seq, status, state, next, output, created_at, counters)
-    VALUES (f_run, c_seq, c_parent, c_status, c_state, c_next, c_output, c_at, c_counters)
+    VALUES (f_run, c_seq, c_parent, c_status, c_state, c_next, c_output, {ts("c_at")}, c_counters)
     ON CONFLICT (run_id, seq) DO NOTHING;
     IF NOT FOUND THEN  -- the id was taken: the same checkpoint again changes nothing, a different one is refused
         SELECT k.run_id, k.seq, to_jsonb(k) - 'created_at' AS stored,
@@ -71,12 +71,12 @@ BEGIN
         f_seq := coalesce(f_seq, -1);
     END IF;
     INSERT INTO events (run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at)
-    VALUES (f_run, f_seq + 1, a_kind, a_node, a_attempt, a_cps, a_payload, a_at);
+    VALUES (f_run, f_seq + 1, a_kind, a_node, a_attempt, a_cps, a_payload, {ts("a_at")});
     IF b_kind IS NOT NULL THEN
         INSERT INTO events (run_id, seq, kind, node_id, attempt, checkpoint_seq, payload, created_at)
-        VALUES (f_run, f_seq + 2, b_kind, b_node, b_attempt, b_cps, b_payload, b_at);
+        VALUES (f_run, f_seq + 2, b_kind, b_node, b_attempt, b_cps, b_payload, {ts("b_at")});
     END IF;
-    UPDATE runs SET status = c_status, head_seq = c_seq, output = c_output, error = NULL, updated_at = c_at
+    UPDATE runs SET status = c_status, head_seq = c_seq, output = c_output, error = NULL, updated_at = {ts("c_at")}
     WHERE run_id = f_run;
 END
 $fn$
@@ -97,10 +97,11 @@ _CP_KEYS = frozenset({"t", "run_id", "seq", "parent_seq", "status", "state", "ne
 _EV_KEYS = frozenset({"t", "run_id", "seq", "kind", "node_id", "attempt", "checkpoint_seq", "payload", "created_at"})
 _NUL = b"\\u0000"
 _TEXT, _BINARY = 0, 1
-FORMATS = [_BINARY if t in ("bigint", "timestamp") else _TEXT for t in _TYPES.split(", ")]
-"""Each parameter's libpq format: numbers and times in binary (8 bytes each: no number to text and back),
-text and JSON as text."""
+FORMATS = [_BINARY if t in ("bigint", "double precision") else _TEXT for t in _TYPES.split(", ")]
+"""Each parameter's libpq format: numbers in binary (8 bytes each: no float to text and back, and a float
+is the very double the lab holds), text and JSON as text."""
 _int8 = struct.Struct(">q").pack
+_float8 = struct.Struct(">d").pack
 _dumps = orjson.dumps
 
 
@@ -201,26 +202,16 @@ def _int(value: Any) -> bytes | None:
 
 
 def _time(value: Any) -> bytes | None:
-    """Unix seconds as the `timestamp` the tables hold, in its binary form: microseconds since 2000-01-01,
-    computed as the server's `to_timestamp(x) AT TIME ZONE 'UTC'` computes them from the double `x` (the
-    general path's), `rint((x - 946684800) * 1e6)`; Python's `round` rounds half to even as `rint` does.
-    On the server the conversion, with its look-up of the zone by name, cost ~10k instructions a time,
-    three times a station. Only 1970 to 2286 (what a clock says): anything else takes `graphlab_write`."""
+    """Seconds as float8, as the server reads graphlab_write's JSON number (the nearest double)."""
     if type(value) is float:
-        seconds = value
-    elif value is None:
+        if value - value != 0.0:  # NaN or an infinity (`math.isfinite`, without the call)
+            raise _Other
+        return _float8(value)
+    if value is None:
         return None
-    elif type(value) is int:
-        seconds = float(value)  # beyond a double raises: graphlab_write says so
-    else:
+    if type(value) is not int:
         raise _Other
-    if not 0.0 <= seconds < 1e10:  # (a NaN is neither)
-        raise _Other
-    return _int8(round((seconds - _PG_EPOCH) * 1e6))
-
-
-_PG_EPOCH = 946684800.0
-"""2000-01-01 in Unix seconds: where PostgreSQL counts a timestamp's microseconds from."""
+    return _float8(float(value))
 
 
 def _json(value: Any) -> bytes | None:

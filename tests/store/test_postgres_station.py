@@ -264,32 +264,6 @@ def test_any_station_boundary_stores_what_graphlab_write_stores(
     assert _tables(pg_url, a) == _tables(pg_url, b)
 
 
-def test_a_time_is_the_timestamp_the_server_makes_of_it(pg_url: str) -> None:
-    """`graphlab_station` takes its times as binary timestamps made here; `graphlab_write` has the server make
-    them (`to_timestamp(x) AT TIME ZONE 'UTC'`): the same microsecond for every time the station path takes."""
-    import random
-    import struct
-
-    import psycopg
-
-    from lab.store.postgres_station import FORMATS, STATION
-
-    rng = random.Random(27)
-    times = [rng.uniform(0, 1e10) for _ in range(3000)] + [1.7e9 + k / 3e6 for k in range(-1500, 1500)]
-    times += [0.0, 946684800.0, 9_999_999_999.999998, 1_700_000_000.0000005, 1_700_000_000.0000015, 1.7e9 + 2.5e-7]
-    micros = [struct.unpack(">q", boundary_params(_b(1, 1, created_at=t))[8])[0] for t in times]  # type: ignore[index]
-    with psycopg.connect(pg_url, autocommit=True) as con:
-        wrong = con.execute(
-            "SELECT count(*) FROM unnest(%s::float8[], %s::int8[]) u(x, m) "
-            "WHERE extract(epoch FROM (to_timestamp(x) AT TIME ZONE 'UTC') - timestamp '2000-01-01') * 1000000 <> m",
-            [times, micros],
-        ).fetchone()[0]
-    assert wrong == 0
-    assert FORMATS[8] == 1 and b"$9::timestamp" in STATION  # sent as such: 8 bytes, no text
-    for outside in (-1.0, 1e10, math.nan, math.inf, 2**1100):
-        assert boundary_params(_b(1, 1, created_at=outside)) is None  # graphlab_write takes it (or refuses it)
-
-
 def test_a_store_an_older_graph_lab_made_gains_the_station_function(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """An older Graph Lab's store has no `graphlab_station` (the tables are the same: no schema version):
     it is installed on open, the older lab's runs go on through it, and a boundary sent as an older
