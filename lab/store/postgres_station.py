@@ -14,6 +14,9 @@ orjson call of the rows).
 `station_params(rows)` recognises that shape and returns the parameters, or None: anything else (a new
 run, a run update, a key beyond the station's, a value JSON's own types cannot say without `null`, a
 NUL or a lone surrogate) takes `graphlab_write`, which also raises the errors such values deserve.
+`boundary_params(row)` gives the same parameters straight from the boundary row a drive writes
+(lab/store/boundary.py), the usual write: expanding it into three rows only to take them apart again
+cost the lab's thread ~43k instructions a station (docs/benchmarks.md, pg27e).
 tests/store/test_postgres_station.py proves both paths store the same rows.
 """
 
