@@ -13,8 +13,10 @@ three row numberings a station; as one `b` row it costs one (issue 27 item 1, do
   its payload `{}`.
 
 Stores keep what the three rows keep: the DuckDB fold expands a `b` row in SQL (schema.py's
-`EXPAND_BOUNDARIES`) before its statements run, PostgreSQL expands it here (`expand`) before it
-sends a transaction. Journals of older labs hold only the three rows, which fold as before.
+`EXPAND_BOUNDARIES`) before its statements run; PostgreSQL sends a write of one `b` row as
+`graphlab_station`'s parameters taken from it (postgres_station.py `boundary_params`), and expands
+any other write holding one here (`expand`) before it sends a transaction. Journals of older labs
+hold only the three rows, which fold as before.
 """
 
 from __future__ import annotations

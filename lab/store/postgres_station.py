@@ -14,6 +14,9 @@ orjson call of the rows).
 `station_params(rows)` recognises that shape and returns the parameters, or None: anything else (a new
 run, a run update, a key beyond the station's, a value JSON's own types cannot say without `null`, a
 NUL or a lone surrogate) takes `graphlab_write`, which also raises the errors such values deserve.
+`boundary_params(row)` gives the same parameters straight from the boundary row a drive writes
+(lab/store/boundary.py), the usual write: expanding it into three rows only to take them apart again
+cost the lab's thread ~43k instructions a station (docs/benchmarks.md, pg27e).
 tests/store/test_postgres_station.py proves both paths store the same rows.
 """
 
@@ -28,7 +31,10 @@ import orjson
 from .journal_lines import PLAIN_OPTIONS
 from .postgres_schema import REFUSE_TAKEN_CHECKPOINT, RUN_LOCK, ts
 
-__all__ = ("FORMATS", "STATION", "STATION_NAME", "STATION_FUNCTION", "STATION_FUNCTION_SOURCE", "INSTALLED_STATION_FUNCTION", "station_params")
+__all__ = (
+    "FORMATS", "STATION", "STATION_NAME", "STATION_FUNCTION", "STATION_FUNCTION_SOURCE", "INSTALLED_STATION_FUNCTION",
+    "boundary_params", "station_params",
+)  # fmt: skip
 
 _SIGNATURE = (
     "f_run text, c_seq bigint, c_parent bigint, c_status text, c_state jsonb, c_next jsonb, c_output jsonb, "
@@ -149,6 +155,37 @@ def station_params(rows: Sequence[dict[str, Any]]) -> list[bytes | None] | None:
 
 
 _NO_EVENT: list[bytes | None] = [None] * 6
+
+_B_KEYS = frozenset({*_CP_KEYS, "node_id", "attempt", "ev", "payload", "entered", "entered_at"})
+_SETTLED, _ENTERED, _EMPTY = b"settled", b"entered", b"{}"
+
+
+def boundary_params(row: dict[str, Any]) -> list[bytes | None] | None:
+    """`graphlab_station`'s parameters straight from a boundary row (lab/store/boundary.py: a checkpoint, its
+    `settled` event, perhaps the next `entered`), as `station_params(expand([row]))` gives them; else None
+    (then `expand` and the general path run, with their errors). The usual write of a PostgreSQL station:
+    no three rows built only to be taken apart again."""
+    run = row.get("run_id")
+    if type(run) is not str or not row.keys() <= _B_KEYS:
+        return None
+    try:
+        g = row.get
+        seq, ev, at = row["seq"], row["ev"], row["created_at"]  # `expand` reads these (and the two below) by key
+        state, nxt, output, counters, pa = _json(g("state")), _json(g("next")), _json(g("output")), _json(g("counters")), _json(row["payload"])
+        cps = _int(seq)
+        params = [_text(run), cps, _int(g("parent_seq")), _text(g("status")), state, nxt, output, counters, _time(at),
+                  _int(ev), _SETTLED, _text(row["node_id"]), _int(row["attempt"]), cps, pa, _time(at)]  # fmt: skip
+        entered = g("entered")
+        if entered is not None:  # its try is its event's number, `ev + 1`, its payload `{}` (as `expand` writes it)
+            params += [_ENTERED, _text(entered), _int(ev + 1), cps, _EMPTY, _time(row["entered_at"])]
+        else:
+            params += _NO_EVENT
+    except (KeyError, *_NOT_STATION):
+        return None
+    probe = b"".join([state or b"", nxt or b"", output or b"", counters or b"", pa or b""])
+    if b"null" in probe or _NUL in probe:
+        return None
+    return params
 
 
 def _text(value: Any) -> bytes | None:

@@ -63,6 +63,7 @@ from .postgres_station import (
     STATION_FUNCTION,
     STATION_FUNCTION_SOURCE,
     STATION_NAME,
+    boundary_params,
     station_params,
 )
 from .reads import Rows, SqlReads
@@ -85,6 +86,8 @@ _WRITE = b"SELECT graphlab_write($1::jsonb)"
 """A boundary: its rows, one JSON array, to the server-side function (postgres_schema.py)."""
 _WRITE_NAME = b"graphlab_write"
 """The name `_WRITE` is prepared under on the write connection."""
+_STEPS = frozenset({"cp", "b"})
+"""Rows that make the process writing them the run's writer (a checkpoint, or a boundary row holding one)."""
 _OBSERVATIONS = frozenset({"payload", "error"})
 _INSTALL = "pip install 'graph-lab[postgres]' (psycopg 3 and psycopg-pool)"
 OPEN_TIMEOUT = 30.0
@@ -408,15 +411,21 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
         `hot` changes nothing here: the server checks every transaction. A boundary row (`t = 'b'`) is
         sent as the checkpoint and event rows it stands for.
         """
-        if has_boundary(rows):  # the rows a boundary row stands for (boundary.py): the same rows stored
+        # a station's boundary row (boundary.py) as typed parameters (postgres_station.py), else the rows it
+        # stands for: the same rows stored
+        params = boundary_params(rows[0]) if sync and len(rows) == 1 and rows[0].get("t") == "b" else None
+        if params is None and has_boundary(rows):
             rows = expand(rows)
         with self._lock:
             self._check_open()
             if sync and not self._buffer:
-                params = station_params(rows)  # a station's boundary: typed parameters (postgres_station.py)
+                if params is None:
+                    params = station_params(rows)  # a station's boundary: typed parameters (postgres_station.py)
                 if params is not None:
                     self._send(params, rows)
                     return
+            if params is not None:  # rows held back meanwhile: they ride in this transaction, as rows
+                rows = expand(rows)
             blob = _encode(rows)  # refuses what jsonb cannot hold before anything is sent
             if not sync:
                 self._buffer.extend(rows)
@@ -454,7 +463,7 @@ class PostgresStore(SqlReads, PostgresJobs, PostgresEffects, PostgresCalls, Post
             run_id = r.get("run_id")
             if run_id:
                 run_ids.add(run_id)
-                if r.get("t") == "cp" and r.get("status") != "created":
+                if r.get("t") in _STEPS and r.get("status") != "created":
                     own.add(run_id)
         try:
             ended = self._session.hold(run_ids, own=own, also=self._writes.idle)

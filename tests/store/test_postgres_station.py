@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from lab import Lab
 from lab.errors import CheckpointError
 from lab.store import postgres_store
-from lab.store.postgres_station import STATION_FUNCTION_SOURCE, station_params
+from lab.store.boundary import expand
+from lab.store.postgres_station import STATION_FUNCTION_SOURCE, boundary_params, station_params
 from tests.store.graphs import Count, Tally, declare_tally
 
 pytestmark = pytest.mark.slow
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.slow
 def _general(monkeypatch: pytest.MonkeyPatch) -> None:
     """From now on this process's stores send every boundary to `graphlab_write` (as an older Graph Lab)."""
     monkeypatch.setattr(postgres_store, "station_params", lambda rows: None)
+    monkeypatch.setattr(postgres_store, "boundary_params", lambda row: None)
 
 
 def _tables(url: str, run_id: str) -> list[list[tuple[Any, ...]]]:
@@ -142,6 +144,73 @@ def test_each_shape_stores_what_graphlab_write_stores(store: Any, pg_url: str, m
     assert head[0][:3] == ("running", 24, None)  # the last stored checkpoint is the head
 
 
+def _b(seq: Any, ev: Any, **kw: Any) -> dict[str, Any]:
+    """A boundary row (lab/store/boundary.py) as a drive writes it: checkpoint `seq`, its `settled` event `ev`,
+    the next `entered`."""
+    row = {**_cp(seq), "t": "b", "node_id": "Count", "attempt": ev - 1 if type(ev) is int else 0, "ev": ev,
+           "payload": {"ms": 0.012, "next": ["Count"]}, "entered": "Count", "entered_at": 1.7e9 + seq / 5}  # fmt: skip
+    row.update(kw)
+    return {k: v for k, v in row.items() if v is not ...}
+
+
+BOUNDARIES: list[tuple[str, dict[str, Any], bool]] = [
+    ("a station", _b(1, 1), True),
+    ("without the next entered", _b(2, 3, entered=..., entered_at=...), True),
+    ("entered None", _b(3, 4, entered=None), True),
+    ("output and counters", _b(4, 5, output={"v": 4}, counters={"steps": 4}), True),
+    ("the guess too high", _b(5, 60), True),
+    ("the guess too low", _b(6, 2), True),
+    ("keys left out", _b(7, 20, parent_seq=..., status=..., state=...), True),
+    ("an int time", _b(8, 21, created_at=1_700_000_008, entered_at=1_700_000_009), True),
+    ("the same checkpoint again", _b(8, 23, created_at=1_700_000_008, entered_at=1_700_000_009), True),
+    ("a different checkpoint under a taken id", _b(8, 25, state={"other": 1}), True),
+    ("a null inside", _b(9, 27, state={"note": None}), False),
+    ("a NaN in the payload", _b(10, 29, payload={"ms": math.nan}), False),
+    ("a NUL in the entered node", _b(11, 31, entered="a\x00b"), False),
+    ("a lone surrogate", _b(12, 33, node_id="\ud800"), False),
+    ("a float ev", _b(13, 35.0), False),
+    ("ev at bigint's end", _b(14, 2**63 - 1), False),
+    ("an infinite entered time", _b(15, 37, entered_at=math.inf), False),
+    ("a key beyond a boundary's", _b(16, 39, updated_at=1.7e9), False),
+    ("no ev", {k: v for k, v in _b(17, 41).items() if k != "ev"}, False),
+    ("no payload", _b(18, 43, payload=...), False),
+    ("no entered time", _b(19, 45, entered_at=...), False),
+]
+
+
+def _expanded(row: dict[str, Any]) -> list[bytes | None] | None:
+    """What the three rows a boundary row stands for give (None where `expand` itself refuses it)."""
+    try:
+        return station_params(expand([dict(row)]))
+    except KeyError:
+        return None
+
+
+def test_a_boundary_row_gives_the_parameters_of_the_rows_it_stands_for() -> None:
+    for name, row, station in BOUNDARIES:
+        got = boundary_params(row)
+        assert (got is not None) == station, name
+        if got is not None:
+            assert got == _expanded(row), name
+
+
+def test_each_boundary_row_stores_what_graphlab_write_stores(store: Any, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A boundary row sent as `graphlab_station`'s parameters straight away, and the same row sent as the
+    rows it stands for to `graphlab_write` only: the same outcome and the same tables."""
+    a, b = _runs(store)
+    outcomes = {}
+    for name, row, _ in BOUNDARIES:
+        got_a, got_b = _write_both(store, a, b, [row], monkeypatch)
+        assert got_a == got_b, name
+        outcomes[name] = got_a
+    assert _tables(pg_url, a) == _tables(pg_url, b)
+    assert outcomes["a station"] is None and outcomes["the same checkpoint again"] is None
+    assert outcomes["a different checkpoint under a taken id"] is CheckpointError
+    assert outcomes["no ev"] is KeyError  # `expand`'s, on both
+    evs = _tables(pg_url, a)[1]
+    assert [e[0] for e in evs] == list(range(len(evs)))
+
+
 _json = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=True) | st.text(max_size=8)
     | st.sampled_from(["a\x00", "\ud800x", "ü", ""]),
@@ -165,6 +234,22 @@ def _boundary(draw: st.DrawFn) -> list[dict[str, Any]]:
         for _ in range(draw(st.integers(1, 2)))
     ]
     return [cp, *events]
+
+
+@st.composite
+def _boundary_row(draw: st.DrawFn) -> dict[str, Any]:
+    cp = draw(_boundary())[0]
+    entered = draw(_maybe | st.none() | st.sampled_from(["Count", "N\x00", "\udc00"]))
+    row = {**cp, "t": "b", "ev": draw(st.integers(-3, 30) | st.sampled_from([2**63 - 1, 1.0])), "node_id": draw(_maybe | st.none() | st.just("Count")),
+            "attempt": draw(_maybe | st.none() | st.integers(0, 9)), "payload": draw(_maybe | _json), "entered": entered,
+            "entered_at": draw(_maybe | st.floats(1e9, 2e9) | st.just(math.inf) | st.integers(1_000_000_000, 2_000_000_000))}  # fmt: skip
+    return {k: v for k, v in row.items() if v is not ...}
+
+
+@given(row=_boundary_row())
+@settings(max_examples=300, deadline=None)
+def test_any_boundary_row_gives_the_parameters_of_its_rows(row: dict[str, Any]) -> None:
+    assert boundary_params(row) == _expanded(row)
 
 
 @given(boundaries=st.lists(_boundary(), min_size=1, max_size=4))
