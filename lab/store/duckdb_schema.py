@@ -17,7 +17,7 @@ from .dialect import DUCKDB
 from .duckdb_files import DB
 from .duckdb_instance import TEMPLATE
 from .holders import Process
-from .schema import MIGRATIONS, SCHEMA_VERSION, stored_version
+from .schema import EXPAND_BOUNDARIES, MIGRATIONS, SCHEMA_VERSION, stored_version
 from .sql_read import copy_table
 
 __all__ = ("SchemaChecks", "TABLES_CREATED")
@@ -116,8 +116,8 @@ class SchemaChecks:
             with tempfile.TemporaryDirectory(prefix="graphlab-read-") as tmp:
                 try:
                     self._load_journal_rows(con, sources, tmp)
-                    for stmt in self._fold_statements():
-                        con.execute(stmt)
+                    for stmt in (EXPAND_BOUNDARIES, *self._fold_statements()):
+                        con.execute(stmt)  # boundary rows first, as the rows they stand for (as a fold does)
                     con.execute("DROP TABLE journal_rows")
                 except duckdb.Error as exc:
                     raise StoreError(

@@ -5,7 +5,9 @@ Scenarios:
   as it did: the events, checkpoints and run a reader sees;
 - a run written today (boundary rows with and without an `entered`, an `entered` alone, the settlement at
   End) folds into exactly the tables that the same journal written as three rows folds into: the DuckDB
-  fold's SQL expansion and `expand` (PostgreSQL's write) agree with each other and with the old rows.
+  fold's SQL expansion and `expand` (PostgreSQL's write) agree with each other and with the old rows;
+- a reader that does not fold (`read_only=True`, the CLI on a store whose writer is gone) sees the
+  checkpoints and events of boundary rows still in a journal (it used to see none of them).
 """
 
 from __future__ import annotations
@@ -138,3 +140,33 @@ def test_a_boundary_row_folds_into_exactly_what_its_three_rows_fold_into(tmp_pat
         "done",
     ]
     assert [c[1] for c in new["checkpoints"]] == [0, 1, 2, 3]
+
+
+def test_a_reader_that_does_not_fold_sees_the_boundaries_of_an_unfolded_journal(tmp_path):
+    """Found by rec28f: the read-only snapshot ran the fold's statements without expanding `b` rows, so a
+    run driven by `run.run()` showed its first and last checkpoints only, and none of its stations' events."""
+    lab = Lab(tmp_path / "lab.duckdb", durability="step")
+    lab.store.fold_every = 1_000_000  # the whole run stays in the journal
+    try:
+        g = lab.graph("tally", state_type=Tally, output_type=int)
+        g.node(Visit)
+        run = g.start(Visit(), state=Tally())
+        run.run()
+        journal = Path(f"{tmp_path / 'lab.duckdb'}.journal").read_bytes()
+    finally:
+        lab.close()
+    assert any(json.loads(line)["t"] == "b" for line in journal.splitlines())
+    other = tmp_path / "copy"
+    other.mkdir()
+    open_store(str(other / "lab.duckdb")).close()  # an empty store: the run is only in the journal below
+    Path(f"{other / 'lab.duckdb'}.journal").write_bytes(journal)
+    store = open_store(str(other / "lab.duckdb"), read_only=True)  # reads the journal without folding it
+    try:
+        kinds = [r[0] for r in store.sql("SELECT kind FROM events ORDER BY seq").fetchall()]
+        seqs = [r[0] for r in store.sql("SELECT seq FROM checkpoints ORDER BY seq").fetchall()]
+        status = store.sql("SELECT status FROM runs").fetchall()
+    finally:
+        store.close()
+    assert kinds == ["started", "entered", "settled", "entered", "settled", "entered", "settled", "done"]
+    assert seqs == [0, 1, 2, 3] and status == [("done",)]
+    assert Path(f"{other / 'lab.duckdb'}.journal").read_bytes() == journal  # nothing was folded
