@@ -110,19 +110,25 @@ def test_a_journal_of_an_older_lab_folds_as_before(tmp_path):
     assert run[4:6] == ("done", 3)  # status, head
 
 
-def test_a_boundary_row_folds_into_exactly_what_its_three_rows_fold_into(tmp_path):
+def _journal_of_a_run(tmp_path: Path, *, step_first: bool) -> bytes:
+    """The whole unfolded journal of a three-station tally run (`run.step()` first when `step_first`)."""
     lab = Lab(tmp_path / "lab.duckdb", durability="step")
     lab.store.fold_every = 1_000_000  # the whole run stays in the journal
     try:
         g = lab.graph("tally", state_type=Tally, output_type=int)
         g.node(Visit)
         run = g.start(Visit(), state=Tally())
-        run.step()  # its settlement written alone when the call returns: a boundary row without `entered`
+        if step_first:
+            run.step()  # its settlement written alone when the call returns: a boundary row without `entered`
         run.run()  # a boundary row with the next `entered`, then the settlement at End as three rows
         assert run.output == 3
-        journal = Path(f"{tmp_path / 'lab.duckdb'}.journal").read_bytes()
+        return Path(f"{tmp_path / 'lab.duckdb'}.journal").read_bytes()
     finally:
         lab.close()
+
+
+def test_a_boundary_row_folds_into_exactly_what_its_three_rows_fold_into(tmp_path):
+    journal = _journal_of_a_run(tmp_path, step_first=True)
     rows = [json.loads(line) for line in journal.splitlines()]
     boundaries = [r for r in rows if r["t"] == "b"]
     assert [("entered" in r, r["seq"], r["ev"]) for r in boundaries] == [(False, 1, 2), (True, 2, 4)]
@@ -145,16 +151,7 @@ def test_a_boundary_row_folds_into_exactly_what_its_three_rows_fold_into(tmp_pat
 def test_a_reader_that_does_not_fold_sees_the_boundaries_of_an_unfolded_journal(tmp_path):
     """Found by rec28f: the read-only snapshot ran the fold's statements without expanding `b` rows, so a
     run driven by `run.run()` showed its first and last checkpoints only, and none of its stations' events."""
-    lab = Lab(tmp_path / "lab.duckdb", durability="step")
-    lab.store.fold_every = 1_000_000  # the whole run stays in the journal
-    try:
-        g = lab.graph("tally", state_type=Tally, output_type=int)
-        g.node(Visit)
-        run = g.start(Visit(), state=Tally())
-        run.run()
-        journal = Path(f"{tmp_path / 'lab.duckdb'}.journal").read_bytes()
-    finally:
-        lab.close()
+    journal = _journal_of_a_run(tmp_path, step_first=False)
     assert any(json.loads(line)["t"] == "b" for line in journal.splitlines())
     other = tmp_path / "copy"
     other.mkdir()
